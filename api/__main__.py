@@ -1,0 +1,32 @@
+"""`python -m api`: the container entrypoint, and what `semsearch serve` starts."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import uvicorn
+
+from api.app import create_app
+from api.auth import is_loopback
+from semsearch.config import Settings
+
+
+def main() -> None:
+    settings = Settings()
+    if not is_loopback(settings.host) and settings.token is None:
+        sys.exit(
+            f"semsearch api: refusing to listen on {settings.host} without a token; "
+            "set SEMSEARCH_TOKEN (or bind to 127.0.0.1)"
+        )
+    try:
+        settings.index_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        sys.exit(f"semsearch api: cannot create the data directory {settings.data_dir}: {exc.strerror}")
+    if not os.access(settings.index_dir, os.W_OK):
+        sys.exit(f"semsearch api: the data directory {settings.index_dir} is not writable by this user")
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info", access_log=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""Every error leaves the API as RFC 9457 problem details with a message a person can act on."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from api.folders import FolderError
+from api.store import ModelMismatch
+from embedder.client import EmbedderError
+
+PROBLEM = "application/problem+json"
+
+
+def problem(status: int, title: str, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(
+        {"type": "about:blank", "title": title, "status": status, "detail": detail},
+        status_code=status,
+        media_type=PROBLEM,
+        headers=headers,
+    )
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        return problem(exc.status_code, _title(exc.status_code), str(exc.detail), dict(exc.headers or {}))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        parts = []
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err["loc"] if p != "body")
+            parts.append(f"{where}: {err['msg']}" if where else err["msg"])
+        return problem(422, "Invalid request", "; ".join(parts))
+
+    @app.exception_handler(FolderError)
+    async def folder_error(request: Request, exc: FolderError) -> JSONResponse:
+        return problem(404 if "no folder" in str(exc) or "not a registered" in str(exc) else 400, "Folder", str(exc))
+
+    @app.exception_handler(ModelMismatch)
+    async def model_mismatch(request: Request, exc: ModelMismatch) -> JSONResponse:
+        return problem(409, "Model mismatch", f"{exc}; rebuild with `semsearch index --force` after removing the index")
+
+    @app.exception_handler(EmbedderError)
+    async def embedder_down(request: Request, exc: EmbedderError) -> JSONResponse:
+        return problem(503, "Embedder unavailable", str(exc))
+
+
+def _title(status: int) -> str:
+    return {400: "Bad request", 401: "Unauthorized", 404: "Not found", 409: "Conflict", 413: "Request too large"}.get(
+        status, "Error"
+    )

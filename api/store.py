@@ -1,0 +1,259 @@
+"""The LanceDB index: a `chunks` table (text + vectors) and a `files` table (the manifest).
+
+Only the API process opens these tables, and all writes go through one lock, so there
+is a single writer. Each file's chunks are replaced in one LanceDB commit
+(`merge_insert` that inserts the new rows and deletes the old ones together), so a
+reader or a crash sees either the old or the new version of a file, never both.
+The `files` row is written after its chunks: if we die in between, the manifest still
+holds the old stamp and the next indexing run redoes that file.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from semsearch.schemas import FileChunks, FileStamp, IndexBatch, ManifestEntry
+
+SCHEMA_VERSION = 1
+CHUNKS = "chunks"
+FILES = "files"
+
+
+class ModelMismatch(ValueError):
+    """Vectors from a different model than the one that built the index."""
+
+
+def sql_str(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def sql_in(column: str, values: list[str]) -> str:
+    return f"{column} IN ({', '.join(sql_str(v) for v in values)})"
+
+
+def chunk_schema(dimension: int) -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("id", pa.string(), nullable=False),
+            pa.field("folder", pa.string(), nullable=False),
+            pa.field("path", pa.string(), nullable=False),
+            pa.field("chunk_index", pa.int32(), nullable=False),
+            pa.field("start_line", pa.int32(), nullable=False),
+            pa.field("end_line", pa.int32(), nullable=False),
+            pa.field("page", pa.int32()),
+            pa.field("heading", pa.string()),
+            pa.field("text", pa.string(), nullable=False),
+            pa.field("vector", pa.list_(pa.float32(), dimension), nullable=False),
+            pa.field("mtime_ns", pa.int64(), nullable=False),
+            pa.field("sha256", pa.string(), nullable=False),
+            pa.field("model_id", pa.string(), nullable=False),
+        ]
+    )
+
+
+FILE_SCHEMA = pa.schema(
+    [
+        pa.field("folder", pa.string(), nullable=False),
+        pa.field("path", pa.string(), nullable=False),
+        pa.field("mtime_ns", pa.int64(), nullable=False),
+        pa.field("size", pa.int64(), nullable=False),
+        pa.field("sha256", pa.string(), nullable=False),
+        pa.field("chunks", pa.int32(), nullable=False),
+        pa.field("indexed_at", pa.timestamp("us", tz="UTC"), nullable=False),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class FolderStats:
+    files: int
+    chunks: int
+    last_indexed: datetime | None
+
+
+class Store:
+    def __init__(self, index_dir: Path) -> None:
+        index_dir.mkdir(parents=True, exist_ok=True)
+        self.index_dir = index_dir
+        self._meta_path = index_dir / "meta.json"
+        self._lock = threading.Lock()
+        self._db = lancedb.connect(str(index_dir))
+        self.meta: dict[str, Any] = json.loads(self._meta_path.read_text()) if self._meta_path.exists() else {}
+        names = set(self._db.list_tables().tables)
+        self._files = (
+            self._db.open_table(FILES) if FILES in names else self._db.create_table(FILES, schema=FILE_SCHEMA)
+        )
+        self._chunks = self._db.open_table(CHUNKS) if CHUNKS in names else None
+
+    # --- identity --------------------------------------------------------------
+
+    @property
+    def model_id(self) -> str | None:
+        return self.meta.get("model_id")
+
+    def _claim_model(self, model_id: str, dimension: int) -> None:
+        """The first write fixes the model; later writes must match it."""
+        if self.model_id is None:
+            self.meta = {"schema_version": SCHEMA_VERSION, "model_id": model_id, "dimension": dimension}
+            tmp = self._meta_path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self.meta, indent=2))
+            tmp.replace(self._meta_path)
+        elif (self.model_id, self.meta.get("dimension")) != (model_id, dimension):
+            raise ModelMismatch(
+                f"the index was built with {self.model_id} ({self.meta.get('dimension')} dims) but these vectors "
+                f"come from {model_id} ({dimension} dims); vectors of two models are never mixed"
+            )
+        if self._chunks is None:
+            self._chunks = self._db.create_table(CHUNKS, schema=chunk_schema(dimension), exist_ok=True)
+
+    # --- writes ------------------------------------------------------------------
+
+    def apply(self, folder: str, batch: IndexBatch) -> int:
+        """Applies a batch of file changes; returns the number of chunks written."""
+        with self._lock:
+            self._claim_model(batch.model_id, batch.dimension)
+            assert self._chunks is not None
+            rows = self._chunk_rows(folder, batch)
+            replaced = [f.path for f in batch.upserts] + list(batch.deletes)
+            if replaced:
+                gone = f"folder = {sql_str(folder)} AND {sql_in('path', replaced)}"
+                if rows.num_rows:
+                    (
+                        self._chunks.merge_insert("id")
+                        .when_matched_update_all()
+                        .when_not_matched_insert_all()
+                        .when_not_matched_by_source_delete(gone)
+                        .execute(rows)
+                    )
+                else:
+                    self._chunks.delete(gone)
+            self._write_manifest(folder, batch)
+            return rows.num_rows
+
+    def _chunk_rows(self, folder: str, batch: IndexBatch) -> pa.Table:
+        columns: dict[str, list[Any]] = {name: [] for name in chunk_schema(batch.dimension).names}
+        vectors: list[np.ndarray] = []
+        for f in batch.upserts:
+            vecs = self._vectors(f, batch.dimension)
+            vectors.append(vecs)
+            for i, chunk in enumerate(f.chunks):
+                columns["id"].append(f"{folder}\x00{f.path}\x00{f.sha256}\x00{i}")
+                columns["folder"].append(folder)
+                columns["path"].append(f.path)
+                columns["chunk_index"].append(i)
+                columns["start_line"].append(chunk.start_line)
+                columns["end_line"].append(chunk.end_line)
+                columns["page"].append(chunk.page)
+                columns["heading"].append(chunk.heading)
+                columns["text"].append(chunk.text)
+                columns["mtime_ns"].append(f.mtime_ns)
+                columns["sha256"].append(f.sha256)
+                columns["model_id"].append(batch.model_id)
+        flat = np.concatenate(vectors).reshape(-1) if vectors else np.empty(0, dtype=np.float32)
+        columns.pop("vector")
+        schema = chunk_schema(batch.dimension)
+        arrays = {name: pa.array(values, type=schema.field(name).type) for name, values in columns.items()}
+        arrays["vector"] = pa.FixedSizeListArray.from_arrays(pa.array(flat, pa.float32()), batch.dimension)
+        return pa.table([arrays[name] for name in schema.names], schema=schema)
+
+    @staticmethod
+    def _vectors(f: FileChunks, dimension: int) -> np.ndarray:
+        vecs = np.frombuffer(f.vectors, dtype="<f4")
+        if vecs.size != len(f.chunks) * dimension:
+            raise ValueError(
+                f"{f.path}: {vecs.size} floats for {len(f.chunks)} chunks of dimension {dimension} "
+                f"(expected {len(f.chunks) * dimension})"
+            )
+        return vecs.reshape(len(f.chunks), dimension)
+
+    def _write_manifest(self, folder: str, batch: IndexBatch) -> None:
+        now = datetime.now(UTC)
+        stamps: list[tuple[FileStamp, int]] = [(f, len(f.chunks)) for f in batch.upserts]
+        touched = {t.path for t in batch.touches}
+        if touched:
+            current = {e.path: e.chunks for e in self.manifest(folder, paths=sorted(touched))}
+            stamps += [(t, current.get(t.path, 0)) for t in batch.touches]
+        rows = pa.table(
+            {
+                "folder": [folder] * len(stamps),
+                "path": [s.path for s, _ in stamps],
+                "mtime_ns": [s.mtime_ns for s, _ in stamps],
+                "size": [s.size for s, _ in stamps],
+                "sha256": [s.sha256 for s, _ in stamps],
+                "chunks": [n for _, n in stamps],
+                "indexed_at": [now] * len(stamps),
+            },
+            schema=FILE_SCHEMA,
+        )
+        if batch.deletes and rows.num_rows:
+            (
+                self._files.merge_insert(["folder", "path"])
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .when_not_matched_by_source_delete(f"folder = {sql_str(folder)} AND {sql_in('path', batch.deletes)}")
+                .execute(rows)
+            )
+        elif rows.num_rows:
+            self._files.merge_insert(["folder", "path"]).when_matched_update_all().when_not_matched_insert_all().execute(
+                rows
+            )
+        elif batch.deletes:
+            self._files.delete(f"folder = {sql_str(folder)} AND {sql_in('path', batch.deletes)}")
+
+    def drop_folder(self, folder: str) -> None:
+        with self._lock:
+            if self._chunks is not None:
+                self._chunks.delete(f"folder = {sql_str(folder)}")
+            self._files.delete(f"folder = {sql_str(folder)}")
+
+    # --- reads -------------------------------------------------------------------
+
+    def manifest(self, folder: str, paths: list[str] | None = None) -> list[ManifestEntry]:
+        where = f"folder = {sql_str(folder)}"
+        if paths:
+            where += f" AND {sql_in('path', paths)}"
+        table = self._files.search().where(where).limit(None).to_arrow()
+        return [
+            ManifestEntry(path=r["path"], mtime_ns=r["mtime_ns"], size=r["size"], sha256=r["sha256"], chunks=r["chunks"])
+            for r in table.select(["path", "mtime_ns", "size", "sha256", "chunks"]).to_pylist()
+        ]
+
+    def folder_stats(self) -> dict[str, FolderStats]:
+        table = self._files.search().select(["folder", "chunks", "indexed_at"]).limit(None).to_arrow()
+        if table.num_rows == 0:
+            return {}
+        grouped = table.group_by("folder").aggregate(
+            [("chunks", "count"), ("chunks", "sum"), ("indexed_at", "max")]
+        )
+        return {
+            row["folder"]: FolderStats(row["chunks_count"], row["chunks_sum"] or 0, row["indexed_at_max"])
+            for row in grouped.to_pylist()
+        }
+
+    def vector_search(self, vector: np.ndarray, k: int, folders: list[str]) -> list[dict[str, Any]]:
+        if self._chunks is None or not folders:
+            return []
+        # Cosine is set on every query: LanceDB's default metric is L2.
+        result = (
+            self._chunks.search(vector.astype(np.float32), vector_column_name="vector")
+            .distance_type("cosine")
+            .where(sql_in("folder", folders), prefilter=True)
+            .select(["folder", "path", "start_line", "end_line", "page", "heading", "text"])
+            .limit(k)
+            .to_arrow()
+        )
+        cosine = pc.subtract(1.0, result["_distance"])
+        return [dict(row, cosine=float(c)) for row, c in zip(result.drop(["_distance"]).to_pylist(), cosine.to_pylist(), strict=True)]
+
+    def disk_bytes(self) -> int:
+        return sum(p.stat().st_size for p in self.index_dir.rglob("*") if p.is_file())

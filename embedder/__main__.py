@@ -1,0 +1,3 @@
+from embedder.server import main
+
+main()

@@ -1,0 +1,74 @@
+"""gRPC client for the embedder, used by the API (queries) and the indexer (documents)."""
+
+from __future__ import annotations
+
+import time
+
+import grpc
+import numpy as np
+
+from proto import embedder_pb2 as pb
+from proto import embedder_pb2_grpc as pb_grpc
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+
+class EmbedderError(RuntimeError):
+    """The embedder could not answer; the message says what to do."""
+
+
+class EmbedderClient:
+    def __init__(self, address: str, timeout: float = 60.0) -> None:
+        self.address = address
+        self.timeout = timeout
+        self._channel = grpc.insecure_channel(
+            address,
+            options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ],
+        )
+        self._stub = pb_grpc.EmbedderStub(self._channel)
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def _call(self, method: str, request: object) -> object:
+        try:
+            return getattr(self._stub, method)(request, timeout=self.timeout)
+        except grpc.RpcError as exc:
+            code = exc.code()  # type: ignore[attr-defined]
+            if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                raise EmbedderError(
+                    f"embedder at {self.address} is not reachable ({code.name.lower()}); "
+                    "start it with `semsearch serve` or `docker compose up embedder`"
+                ) from exc
+            raise EmbedderError(f"embedder at {self.address} failed: {exc.details()}") from exc  # type: ignore[attr-defined]
+
+    def info(self) -> pb.InfoResponse:
+        return self._call("Info", pb.InfoRequest())  # type: ignore[return-value]
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        if not texts:
+            return []
+        response: pb.CountTokensResponse = self._call("CountTokens", pb.CountTokensRequest(texts=texts))  # type: ignore[assignment]
+        return list(response.counts)
+
+    def embed(self, texts: list[str], query: bool = False) -> np.ndarray:
+        """Unit vectors, one row per text, as float32."""
+        if not texts:
+            return np.empty((0, 0), dtype=np.float32)
+        kind = pb.INPUT_KIND_QUERY if query else pb.INPUT_KIND_DOCUMENT
+        request = pb.EmbedRequest(inputs=[pb.EmbedInput(text=t, kind=kind) for t in texts])
+        response: pb.EmbedResponse = self._call("Embed", request)  # type: ignore[assignment]
+        return np.frombuffer(response.vectors, dtype="<f4").reshape(response.count, response.dimension)
+
+    def wait_ready(self, timeout: float) -> pb.InfoResponse:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self.info()
+            except EmbedderError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)

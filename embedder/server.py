@@ -1,0 +1,117 @@
+"""The gRPC server: Embed, CountTokens, Info, plus standard health and reflection."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+import time
+from concurrent import futures
+
+import grpc
+import numpy as np
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from embedder.model import Encoder, ModelError, load
+from embedder.scheduler import PriorityGate
+from proto import embedder_pb2 as pb
+from proto import embedder_pb2_grpc as pb_grpc
+from semsearch.config import Settings
+
+log = logging.getLogger("semsearch.embedder")
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Embedder"].full_name
+MAX_INPUTS = 1024  # per request: bounds memory of one call; the indexer sends 64
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+
+class EmbedderService(pb_grpc.EmbedderServicer):
+    def __init__(self, encoder: Encoder) -> None:
+        self.encoder = encoder
+        self.gate = PriorityGate()
+
+    def Embed(self, request: pb.EmbedRequest, context: grpc.ServicerContext) -> pb.EmbedResponse:
+        n = len(request.inputs)
+        if n > MAX_INPUTS:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{n} inputs in one request; send at most {MAX_INPUTS}")
+        texts = [item.text for item in request.inputs]
+        urgent = any(item.kind == pb.INPUT_KIND_QUERY for item in request.inputs)
+        vectors = np.empty((n, self.encoder.dimension), dtype=np.float32)
+        truncated: list[bool] = []
+        # Hold the model one model-batch at a time so a query can slip in between.
+        step = self.encoder.batch_size
+        for start in range(0, n, step):
+            with self.gate.hold(urgent):
+                part, flags = self.encoder.embed(texts[start : start + step])
+            vectors[start : start + step] = part
+            truncated.extend(flags)
+        return pb.EmbedResponse(
+            vectors=vectors.astype("<f4").tobytes(),
+            count=n,
+            dimension=self.encoder.dimension,
+            model_id=self.encoder.model_id,
+            truncated=truncated,
+        )
+
+    def CountTokens(self, request: pb.CountTokensRequest, context: grpc.ServicerContext) -> pb.CountTokensResponse:
+        return pb.CountTokensResponse(
+            counts=self.encoder.count_tokens(list(request.texts)), special_tokens=self.encoder.special_tokens
+        )
+
+    def Info(self, request: pb.InfoRequest, context: grpc.ServicerContext) -> pb.InfoResponse:
+        return pb.InfoResponse(
+            model_id=self.encoder.model_id,
+            dimension=self.encoder.dimension,
+            max_sequence_length=self.encoder.max_length,
+            quantisation="int8 weights, fp32 compute" if "int8" in self.encoder.model_id else "unknown",
+            runtime=self.encoder.runtime,
+        )
+
+
+def build_server(encoder: Encoder, address: str) -> grpc.Server:
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=16),
+        options=[
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+        ],
+    )
+    pb_grpc.add_EmbedderServicer_to_server(EmbedderService(encoder), server)
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    for name in ("", SERVICE_NAME):
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    reflection.enable_server_reflection(
+        (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME), server
+    )
+    if server.add_insecure_port(address) == 0:
+        raise OSError(f"cannot listen on {address}: the port is taken or the address is not local")
+    return server
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s embedder %(levelname)s %(message)s")
+    settings = Settings()
+    address = f"{settings.embedder_host}:{settings.embedder_port}"
+    started = time.perf_counter()
+    try:
+        encoder = load(settings.model_dir, settings.max_seq_length, settings.model_batch_size, settings.threads)
+        server = build_server(encoder, address)
+    except (ModelError, OSError) as exc:
+        sys.exit(f"semsearch embedder: {exc}")
+    server.start()
+    log.info(
+        "serving %s (dim %d, max %d tokens) on %s; ready in %.2fs",
+        encoder.model_id,
+        encoder.dimension,
+        encoder.max_length,
+        address,
+        time.perf_counter() - started,
+    )
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+    server.stop(grace=5).wait()

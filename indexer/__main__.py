@@ -1,0 +1,3 @@
+from indexer.main import main
+
+main()

@@ -1,0 +1,3 @@
+from mcp_bridge.server import main
+
+main()

@@ -1,0 +1,1 @@
+"""Wire contracts: the embedder's gRPC stubs (generated at install) live here."""

@@ -1,0 +1,229 @@
+"""The `semsearch` command: a thin client of the REST API, plus `serve` and `mcp`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from semsearch import __version__
+from semsearch.client import ApiClient, ApiError
+from semsearch.config import Settings
+from semsearch.schemas import SearchRequest
+
+F = TypeVar("F", bound=Callable[..., Any])
+console = Console()
+
+
+def api_errors(fn: F) -> F:
+    """Turns API errors into one readable line and exit code 1, never a traceback."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except ApiError as exc:
+            click.echo(f"semsearch: {exc}", err=True)
+            sys.exit(1)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="semsearch")
+def main() -> None:
+    """Self-hosted retrieval over folders of code and documents."""
+
+
+# --- running the services ---------------------------------------------------------
+
+
+@main.command()
+@click.option("--host", envvar="SEMSEARCH_HOST", default="127.0.0.1", show_default=True, help="API bind address.")
+@click.option("--port", envvar="SEMSEARCH_PORT", type=int, default=8765, show_default=True, help="API port.")
+@click.option("--embedder-port", envvar="SEMSEARCH_EMBEDDER_PORT", type=int, default=8766, show_default=True)
+def serve(host: str, port: int, embedder_port: int) -> None:
+    """Run the embedder and the API (the same entrypoints as their containers) until Ctrl-C."""
+    env = dict(
+        os.environ,
+        SEMSEARCH_HOST=host,
+        SEMSEARCH_PORT=str(port),
+        SEMSEARCH_EMBEDDER_PORT=str(embedder_port),
+        SEMSEARCH_EMBEDDER_ADDR=os.environ.get("SEMSEARCH_EMBEDDER_ADDR", f"127.0.0.1:{embedder_port}"),
+    )
+    settings = Settings(host=host, port=port)
+    children = {
+        "embedder": subprocess.Popen([sys.executable, "-m", "embedder"], env=env),
+        "api": subprocess.Popen([sys.executable, "-m", "api"], env=env),
+    }
+    stopping = False
+
+    def stop(*_: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    click.echo(
+        f"semsearch {__version__}: API {settings.api_url}  embedder 127.0.0.1:{embedder_port}  "
+        f"data {settings.data_dir}  (Ctrl-C stops)"
+    )
+    code = 0
+    while not stopping:
+        for name, proc in children.items():
+            if proc.poll() is not None:
+                click.echo(f"semsearch serve: {name} exited with code {proc.returncode}; stopping", err=True)
+                code, stopping = 1, True
+                break
+        time.sleep(0.2)
+    for proc in children.values():
+        if proc.poll() is None:
+            proc.terminate()
+    deadline = time.monotonic() + 10
+    for proc in children.values():
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    sys.exit(code)
+
+
+@main.command()
+def mcp() -> None:
+    """Run the MCP bridge on stdio (for Claude Code, Cursor, Zed, …)."""
+    from mcp_bridge.server import main as bridge
+
+    bridge()
+
+
+# --- corpus -----------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(file_okay=False))
+@click.option("--name", help="Name for the folder (default: its basename); only with one PATH.")
+@api_errors
+def add(paths: tuple[str, ...], name: str | None) -> None:
+    """Register folders to index."""
+    if name and len(paths) > 1:
+        raise click.UsageError("--name goes with a single PATH")
+    with ApiClient(Settings()) as api:
+        for path in paths:
+            folder = api.add_folder(os.path.abspath(os.path.expanduser(path)), name)
+            click.echo(f"added {folder.name}  {folder.path}")
+    click.echo("Run `semsearch index` to index it.")
+
+
+@main.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@api_errors
+def list_(as_json: bool) -> None:
+    """The registered folders with files, chunks and last indexed time."""
+    with ApiClient(Settings()) as api:
+        folders = api.folders()
+    if as_json:
+        click.echo(json.dumps([f.dump() for f in folders], indent=2))
+        return
+    if not folders:
+        click.echo("No folders yet; add one with `semsearch add PATH`.")
+        return
+    table = Table("name", "path", "files", "chunks", "last indexed")
+    for f in folders:
+        when = f.last_indexed.astimezone().strftime("%Y-%m-%d %H:%M") if f.last_indexed else "never"
+        table.add_row(f.name, f.path, f"{f.files:,}", f"{f.chunks:,}", when)
+    console.print(table)
+
+
+@main.command()
+@click.argument("target")
+@click.option("--keep-index", is_flag=True, help="Keep its chunks (hidden from search) for a cheap re-add.")
+@api_errors
+def remove(target: str, keep_index: bool) -> None:
+    """Unregister a folder by NAME or PATH; its chunks are purged unless --keep-index."""
+    with ApiClient(Settings()) as api:
+        name = target
+        if os.sep in target or target in (".", ".."):
+            real = os.path.realpath(target)
+            matches = [f.name for f in api.folders() if os.path.realpath(f.path) == real]
+            if not matches:
+                raise ApiError(404, f"{target} is not a registered folder; `semsearch list` shows them")
+            name = matches[0]
+        folder = api.remove_folder(name, keep_index)
+    click.echo(f"removed {folder.name}  {folder.path}" + ("  (index kept)" if keep_index else ""))
+
+
+# --- indexing and search ----------------------------------------------------------
+
+
+@main.command()
+@click.argument("path", required=False)
+@click.option("--force", is_flag=True, help="Re-read and re-embed every file.")
+@click.option("--max-files", type=int, help="Stop after N newly processed files.")
+def index(path: str | None, force: bool, max_files: int | None) -> None:
+    """Index all registered folders, or just PATH (a folder, or a path inside one)."""
+    from indexer.main import run_index
+
+    sys.exit(run_index(Settings(), path, force, max_files))
+
+
+@main.command()
+@click.argument("query")
+@click.option("-k", "k", type=int, default=10, show_default=True, help="How many results.")
+@click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON (same shape as the MCP tool).")
+@api_errors
+def search(query: str, k: int, as_json: bool) -> None:
+    """Find the chunks most relevant to QUERY."""
+    with ApiClient(Settings()) as api:
+        response = api.search(SearchRequest(query=query, k=k))
+    if as_json:
+        click.echo(json.dumps([h.dump() for h in response.hits], indent=2, ensure_ascii=False))
+        return
+    if not response.hits:
+        click.echo("No results.")
+        return
+    table = Table("score", "file", "lines", "preview", show_lines=False)
+    for hit in response.hits:
+        preview = " ".join(hit.text.split())[:90]
+        table.add_row(f"{hit.score:.3f}", f"{hit.folder}/{hit.rel_path}", f"{hit.start_line}-{hit.end_line}", preview)
+    console.print(table)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def status(as_json: bool) -> None:
+    """What runs where; exits 0 only when the API and the embedder are ready."""
+    settings = Settings()
+    try:
+        with ApiClient(settings) as api:
+            st = api.status()
+    except ApiError as exc:
+        click.echo(f"semsearch: {exc}", err=True)
+        sys.exit(1)
+    ready = st.embedder.ready
+    if as_json:
+        click.echo(json.dumps(st.dump(), indent=2))
+    else:
+        click.echo(f"API       {settings.api_url}  (semsearch {st.version})")
+        if ready:
+            click.echo(f"embedder  {st.embedder.address}  {st.embedder.model_id}  dim {st.embedder.dimension}")
+        else:
+            click.echo(f"embedder  {st.embedder.address}  NOT READY: {st.embedder.error}")
+        click.echo(f"data      {st.data_dir}  ({st.index_bytes / 1e6:.1f} MB index)")
+        click.echo(f"folders   {len(st.folders)}  files {st.files:,}  chunks {st.chunks:,}")
+        for f in st.folders:
+            click.echo(f"  {f.name:<20} {f.files:>7,} files {f.chunks:>8,} chunks  {f.path}")
+    sys.exit(0 if ready else 1)
+
+
+if __name__ == "__main__":
+    main()

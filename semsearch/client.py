@@ -1,0 +1,96 @@
+"""The REST client every non-API part uses (indexer, CLI, MCP bridge)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from semsearch.config import Settings
+from semsearch.schemas import (
+    Folder,
+    FolderIn,
+    IndexBatch,
+    IndexBatchResult,
+    Manifest,
+    SearchRequest,
+    SearchResponse,
+    Status,
+)
+
+
+class ApiError(RuntimeError):
+    """The API answered with an error; `str()` is its problem-details message."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ApiUnreachable(ApiError):
+    """Nothing answers at the API URL."""
+
+
+class ApiClient:
+    def __init__(self, settings: Settings) -> None:
+        self.url = settings.api_url
+        headers = {"Authorization": f"Bearer {settings.token.get_secret_value()}"} if settings.token else {}
+        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=settings.api_timeout_s)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> ApiClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise ApiUnreachable(
+                0,
+                f"semsearch API not reachable at {self.url} ({type(exc).__name__}); "
+                "start it with `semsearch serve` (or `docker compose up -d`), or set SEMSEARCH_URL",
+            ) from exc
+        if response.is_error:
+            try:
+                body = response.json()
+                detail = body.get("detail") or body.get("title") or response.text
+            except ValueError:
+                detail = response.text
+            raise ApiError(response.status_code, f"{response.status_code}: {detail}")
+        return response.json()
+
+    # --- corpus ------------------------------------------------------------------
+
+    def folders(self) -> list[Folder]:
+        return [Folder.model_validate(f) for f in self._request("GET", "/v1/folders")]
+
+    def add_folder(self, path: str, name: str | None = None) -> Folder:
+        body = FolderIn(path=path, name=name).dump()
+        return Folder.model_validate(self._request("POST", "/v1/folders", json=body))
+
+    def remove_folder(self, name: str, keep_index: bool = False) -> Folder:
+        params = {"keep_index": "true" if keep_index else "false"}
+        return Folder.model_validate(self._request("DELETE", f"/v1/folders/{name}", params=params))
+
+    # --- indexing ----------------------------------------------------------------
+
+    def manifest(self, folder: str) -> Manifest:
+        return Manifest.model_validate(self._request("GET", f"/v1/folders/{folder}/manifest"))
+
+    def apply(self, folder: str, batch: IndexBatch) -> IndexBatchResult:
+        return IndexBatchResult.model_validate(
+            self._request("POST", f"/v1/folders/{folder}/batches", json=batch.dump())
+        )
+
+    # --- search & status -----------------------------------------------------------
+
+    def search(self, request: SearchRequest) -> SearchResponse:
+        return SearchResponse.model_validate(self._request("POST", "/v1/search", json=request.dump()))
+
+    def status(self) -> Status:
+        return Status.model_validate(self._request("GET", "/v1/status"))

@@ -1,0 +1,93 @@
+"""Every tunable of semsearch, in one place, each with the reason for its default.
+
+Settings come from the environment (`SEMSEARCH_<NAME>`, e.g. `SEMSEARCH_PORT=9000`)
+and fall back to the defaults below. All services and the CLI read this same class,
+so a value means the same thing everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cached_property
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def default_data_dir() -> Path:
+    # XDG: state that must survive reinstalling belongs under the data home.
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "semsearch"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SEMSEARCH_", extra="ignore")
+
+    # --- where things live -------------------------------------------------
+    data_dir: Path = Field(
+        default_factory=default_data_dir,
+        description="Config and index live here together, so one directory is the whole state.",
+    )
+    model_dir: Path | None = Field(
+        None,
+        description="A folder with model.onnx + tokenizer.json to use instead of the packaged int8 MiniLM.",
+    )
+
+    # --- network -----------------------------------------------------------
+    host: str = Field("127.0.0.1", description="API bind address; loopback so nothing is exposed by accident.")
+    port: int = Field(8765, description="API port.")
+    embedder_host: str = Field("127.0.0.1", description="Embedder bind address; loopback by default.")
+    embedder_port: int = Field(8766, description="Embedder gRPC port.")
+    embedder_addr: str | None = Field(
+        None, description="host:port clients dial for the embedder (compose sets `embedder:8766`)."
+    )
+    url: str | None = Field(None, description="Base URL clients use for the API; defaults to loopback:port.")
+    token: SecretStr | None = Field(
+        None, description="Bearer token the API requires when set; required for a non-loopback bind."
+    )
+
+    # --- embedder ----------------------------------------------------------
+    max_seq_length: int = Field(256, description="MiniLM was trained with 256-token windows; longer is truncated.")
+    model_batch_size: int = Field(
+        8, description="Sequences per onnxruntime call; measured here, batches above 8 got slower."
+    )
+    threads: int | None = Field(None, description="onnxruntime intra-op threads; default = CPUs in our quota.")
+
+    # --- indexer -----------------------------------------------------------
+    max_file_size_bytes: int = Field(
+        500_000, description="Larger files are almost always generated or data, and would flood results."
+    )
+    chunk_tokens: int = Field(200, description="Target chunk size: long enough for context, short of the window.")
+    chunk_max_tokens: int = Field(254, description="Hard cap: 254 + [CLS] + [SEP] = the model's 256 window.")
+    embed_batch_chunks: int = Field(64, description="Chunks per Embed call: amortises gRPC, bounds memory.")
+    write_batch_files: int = Field(32, description="Files per write to the API: few commits, small fragments.")
+
+    # --- API / search ------------------------------------------------------
+    default_k: int = Field(10, description="Results per query when the caller does not say.")
+    max_k: int = Field(200, description="Upper bound on k: larger answers stop being 'retrieval'.")
+    max_query_chars: int = Field(4_000, description="Longer queries are truncated by the model anyway.")
+    max_body_bytes: int = Field(64 * 1024 * 1024, description="Largest request body the API reads.")
+    embedder_timeout_s: float = Field(60.0, description="A batch of 64 long chunks takes a few s on 2 cores.")
+    api_timeout_s: float = Field(120.0, description="Writes of large batches can take a while on slow disks.")
+
+    @cached_property
+    def embedder_target(self) -> str:
+        return self.embedder_addr or f"{self.embedder_host}:{self.embedder_port}"
+
+    @cached_property
+    def api_url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+        return (self.url or f"http://{host}:{self.port}").rstrip("/")
+
+    @property
+    def index_dir(self) -> Path:
+        return self.data_dir / "index"
+
+    @property
+    def folders_file(self) -> Path:
+        return self.data_dir / "folders.json"
+
+
+def get_settings() -> Settings:
+    return Settings()

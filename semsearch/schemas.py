@@ -1,0 +1,135 @@
+"""The REST wire types, shared by the API (server) and every client (indexer, CLI, MCP).
+
+JSON field names are camelCase (`filePath`, `startLine`); Python attributes are
+snake_case. Every request model forbids unknown fields: a typo in a parameter is an
+error, not a silently ignored option.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import Base64Bytes, BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+
+class Wire(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, validate_by_name=True, validate_by_alias=True, extra="forbid")
+
+    def dump(self) -> dict:
+        return self.model_dump(mode="json", by_alias=True)
+
+
+# --- corpus -------------------------------------------------------------------
+
+
+class FolderIn(Wire):
+    path: str = Field(description="Absolute path of a directory to index (as the API sees it).")
+    name: str | None = Field(None, description="Name for results and filters; default: the folder's basename.")
+
+
+class Folder(Wire):
+    name: str
+    path: str
+    files: int = 0
+    chunks: int = 0
+    last_indexed: datetime | None = None
+
+
+# --- what the indexer writes --------------------------------------------------
+
+
+class FileStamp(Wire):
+    path: str = Field(description="Path relative to the folder, with / separators.")
+    mtime_ns: int
+    size: int
+    sha256: str
+
+
+class ManifestEntry(FileStamp):
+    chunks: int
+
+
+class Manifest(Wire):
+    folder: str
+    files: list[ManifestEntry]
+
+
+class ChunkIn(Wire):
+    start_line: int = Field(ge=1)
+    end_line: int = Field(ge=1)
+    text: str
+    heading: str | None = None
+    page: int | None = None
+
+
+class FileChunks(FileStamp):
+    chunks: list[ChunkIn]
+    vectors: Base64Bytes = Field(description="len(chunks) x dimension little-endian float32, base64.")
+
+
+class IndexBatch(Wire):
+    """Changes to one folder, applied file by file: each file's chunks are replaced atomically."""
+
+    model_id: str
+    dimension: int
+    upserts: list[FileChunks] = []
+    touches: list[FileStamp] = Field(default=[], description="Content unchanged, new mtime: no re-embedding.")
+    deletes: list[str] = Field(default=[], description="Relative paths no longer on disk.")
+
+
+class IndexBatchResult(Wire):
+    upserted: int
+    touched: int
+    deleted: int
+    chunks_written: int
+
+
+# --- search ------------------------------------------------------------------
+
+
+class SearchRequest(Wire):
+    query: str = Field(min_length=1, description="What you are looking for, in words or identifiers.")
+    k: int = Field(10, ge=1, le=200, description="How many results.")
+
+
+class Hit(Wire):
+    file_path: str
+    folder: str
+    rel_path: str
+    start_line: int
+    end_line: int
+    page: int | None = None
+    heading: str | None = None
+    text: str
+    score: float
+
+
+class SearchResponse(Wire):
+    query: str
+    hits: list[Hit]
+    model_id: str
+    took_ms: float
+
+
+# --- status ------------------------------------------------------------------
+
+
+class EmbedderStatus(Wire):
+    address: str
+    ready: bool
+    model_id: str | None = None
+    dimension: int | None = None
+    max_sequence_length: int | None = None
+    quantisation: str | None = None
+    error: str | None = None
+
+
+class Status(Wire):
+    version: str
+    data_dir: str
+    index_bytes: int
+    embedder: EmbedderStatus
+    folders: list[Folder]
+    files: int
+    chunks: int

