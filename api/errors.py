@@ -7,7 +7,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from api.folders import FolderError
-from api.store import ModelMismatch
+from api.store import InvalidBatch, ModelMismatch
 from embedder.client import EmbedderError
 
 PROBLEM = "application/problem+json"
@@ -42,6 +42,14 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(ModelMismatch)
     async def model_mismatch(request: Request, exc: ModelMismatch) -> JSONResponse:
         return problem(409, "Model mismatch", f"{exc}; rebuild with `semsearch index --force` after removing the index")
+
+    @app.exception_handler(InvalidBatch)
+    async def invalid_batch(request: Request, exc: InvalidBatch) -> JSONResponse:
+        return problem(400, "Invalid batch", str(exc))
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        return problem(500, "Internal error", f"{type(exc).__name__}: {exc}; details are in the API log")
 
     @app.exception_handler(EmbedderError)
     async def embedder_down(request: Request, exc: EmbedderError) -> JSONResponse:

@@ -27,7 +27,7 @@ class FolderRegistry:
         if file.exists():
             self._folders = [RegisteredFolder(**item) for item in json.loads(file.read_text())]
 
-    def list(self) -> list[RegisteredFolder]:
+    def all(self) -> list[RegisteredFolder]:
         return list(self._folders)
 
     def names(self) -> list[str]:

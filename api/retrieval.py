@@ -13,7 +13,7 @@ from semsearch.schemas import Hit, SearchRequest, SearchResponse
 
 def search(request: SearchRequest, store: Store, embedder: EmbedderClient, folders: FolderRegistry) -> SearchResponse:
     started = time.perf_counter()
-    registered = {f.name: f.path for f in folders.list()}
+    registered = {f.name: f.path for f in folders.all()}
     vector = embedder.embed([request.query], query=True)[0]
     # Only registered folders: a folder removed with --keep-index stays on disk but out of results.
     rows = store.vector_search(vector, request.k, sorted(registered))

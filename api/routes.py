@@ -75,7 +75,7 @@ def readyz(store: StoreDep, embedder: EmbedderDep) -> JSONResponse:
 def _folder_views(folders: FolderRegistry, store: Store) -> list[Folder]:
     stats = store.folder_stats()
     out = []
-    for f in folders.list():
+    for f in folders.all():
         s = stats.get(f.name)
         out.append(
             Folder(

@@ -15,12 +15,13 @@ import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import lancedb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from lancedb.query import LanceVectorQueryBuilder
 
 from semsearch.schemas import FileChunks, FileStamp, IndexBatch, ManifestEntry
 
@@ -31,6 +32,10 @@ FILES = "files"
 
 class ModelMismatch(ValueError):
     """Vectors from a different model than the one that built the index."""
+
+
+class InvalidBatch(ValueError):
+    """A write whose parts do not fit together (e.g. vectors vs chunks)."""
 
 
 def sql_str(value: str) -> str:
@@ -90,9 +95,7 @@ class Store:
         self._db = lancedb.connect(str(index_dir))
         self.meta: dict[str, Any] = json.loads(self._meta_path.read_text()) if self._meta_path.exists() else {}
         names = set(self._db.list_tables().tables)
-        self._files = (
-            self._db.open_table(FILES) if FILES in names else self._db.create_table(FILES, schema=FILE_SCHEMA)
-        )
+        self._files = self._db.open_table(FILES) if FILES in names else self._db.create_table(FILES, schema=FILE_SCHEMA)
         self._chunks = self._db.open_table(CHUNKS) if CHUNKS in names else None
 
     # --- identity --------------------------------------------------------------
@@ -170,7 +173,7 @@ class Store:
     def _vectors(f: FileChunks, dimension: int) -> np.ndarray:
         vecs = np.frombuffer(f.vectors, dtype="<f4")
         if vecs.size != len(f.chunks) * dimension:
-            raise ValueError(
+            raise InvalidBatch(
                 f"{f.path}: {vecs.size} floats for {len(f.chunks)} chunks of dimension {dimension} "
                 f"(expected {len(f.chunks) * dimension})"
             )
@@ -204,9 +207,9 @@ class Store:
                 .execute(rows)
             )
         elif rows.num_rows:
-            self._files.merge_insert(["folder", "path"]).when_matched_update_all().when_not_matched_insert_all().execute(
-                rows
-            )
+            self._files.merge_insert(
+                ["folder", "path"]
+            ).when_matched_update_all().when_not_matched_insert_all().execute(rows)
         elif batch.deletes:
             self._files.delete(f"folder = {sql_str(folder)} AND {sql_in('path', batch.deletes)}")
 
@@ -224,7 +227,9 @@ class Store:
             where += f" AND {sql_in('path', paths)}"
         table = self._files.search().where(where).limit(None).to_arrow()
         return [
-            ManifestEntry(path=r["path"], mtime_ns=r["mtime_ns"], size=r["size"], sha256=r["sha256"], chunks=r["chunks"])
+            ManifestEntry(
+                path=r["path"], mtime_ns=r["mtime_ns"], size=r["size"], sha256=r["sha256"], chunks=r["chunks"]
+            )
             for r in table.select(["path", "mtime_ns", "size", "sha256", "chunks"]).to_pylist()
         ]
 
@@ -232,9 +237,7 @@ class Store:
         table = self._files.search().select(["folder", "chunks", "indexed_at"]).limit(None).to_arrow()
         if table.num_rows == 0:
             return {}
-        grouped = table.group_by("folder").aggregate(
-            [("chunks", "count"), ("chunks", "sum"), ("indexed_at", "max")]
-        )
+        grouped = table.group_by("folder").aggregate([("chunks", "count"), ("chunks", "sum"), ("indexed_at", "max")])
         return {
             row["folder"]: FolderStats(row["chunks_count"], row["chunks_sum"] or 0, row["indexed_at_max"])
             for row in grouped.to_pylist()
@@ -244,16 +247,21 @@ class Store:
         if self._chunks is None or not folders:
             return []
         # Cosine is set on every query: LanceDB's default metric is L2.
+        query = cast(
+            LanceVectorQueryBuilder, self._chunks.search(vector.astype(np.float32), vector_column_name="vector")
+        )
         result = (
-            self._chunks.search(vector.astype(np.float32), vector_column_name="vector")
-            .distance_type("cosine")
+            query.distance_type("cosine")
             .where(sql_in("folder", folders), prefilter=True)
             .select(["folder", "path", "start_line", "end_line", "page", "heading", "text"])
             .limit(k)
             .to_arrow()
         )
         cosine = pc.subtract(1.0, result["_distance"])
-        return [dict(row, cosine=float(c)) for row, c in zip(result.drop(["_distance"]).to_pylist(), cosine.to_pylist(), strict=True)]
+        return [
+            dict(row, cosine=float(c))
+            for row, c in zip(result.drop(["_distance"]).to_pylist(), cosine.to_pylist(), strict=True)
+        ]
 
     def disk_bytes(self) -> int:
         return sum(p.stat().st_size for p in self.index_dir.rglob("*") if p.is_file())

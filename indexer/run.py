@@ -83,9 +83,7 @@ class Indexer:
         self.model_id = info.model_id
         self.dimension = info.dimension
 
-    def run(
-        self, folders: list[Folder], scope: str = "", force: bool = False, max_files: int | None = None
-    ) -> Summary:
+    def run(self, folders: list[Folder], scope: str = "", force: bool = False, max_files: int | None = None) -> Summary:
         """Index `folders`; with `scope`, only the part of the (single) folder under that relative path."""
         started = time.perf_counter()
         total = Summary()

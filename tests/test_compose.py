@@ -1,0 +1,82 @@
+"""docker-compose.yml, checked statically with the real Compose v2 parser (no Docker engine here)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import compose
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BINARY = Path(compose.__file__).parent / "docker-compose"
+
+
+def compose_cmd(*args: str, token: str | None = "ci-check") -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEMSEARCH_")}
+    env.setdefault("HOME", "/root")
+    if token:
+        env["SEMSEARCH_TOKEN"] = token
+    # The package's Python wrapper always exits 0, so the binary is called directly.
+    return subprocess.run([str(BINARY), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def config() -> dict:
+    result = compose_cmd("--profile", "mcp", "config", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+
+def test_compose_file_is_valid() -> None:
+    result = compose_cmd("config", "-q")
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_missing_token_is_an_error_not_an_open_api() -> None:
+    result = compose_cmd("config", "-q", token=None)
+    assert result.returncode != 0 and "SEMSEARCH_TOKEN" in result.stderr
+
+
+def test_services_and_their_order(config: dict) -> None:
+    services = config["services"]
+    assert set(services) == {"embedder", "api", "indexer", "mcp-bridge"}
+    assert services["api"]["depends_on"]["embedder"]["condition"] == "service_healthy"
+    assert services["indexer"]["depends_on"]["api"]["condition"] == "service_healthy"
+    assert "healthcheck" in services["embedder"] and "healthcheck" in services["api"]
+
+
+def test_only_the_api_is_published_and_only_on_loopback(config: dict) -> None:
+    services = config["services"]
+    assert "ports" not in services["embedder"]
+    assert [p["host_ip"] for p in services["api"]["ports"]] == ["127.0.0.1"]
+    for name in ("indexer", "mcp-bridge"):
+        assert "ports" not in services[name]
+    assert config["networks"]["backend"]["internal"] is True
+    assert services["embedder"]["networks"].keys() == {"backend"}
+
+
+def test_corpus_is_read_only_at_the_same_path(config: dict) -> None:
+    for name in ("api", "indexer"):
+        binds = [v for v in config["services"][name]["volumes"] if v["type"] == "bind"]
+        assert binds, name
+        for bind in binds:
+            assert bind["read_only"] is True, name
+            assert bind["source"] == bind["target"], name
+
+
+def test_containers_are_hardened(config: dict) -> None:
+    for name, service in config["services"].items():
+        assert service.get("read_only") is True, name
+        assert "ALL" in service.get("cap_drop", []), name
+        assert "no-new-privileges:true" in service.get("security_opt", []), name
+
+
+@pytest.mark.parametrize("service", ["embedder", "api", "indexer", "mcp_bridge"])
+def test_dockerfiles_run_as_non_root_with_the_process_entrypoint(service: str) -> None:
+    text = (ROOT / service / "Dockerfile").read_text()
+    assert "FROM python:3.11-slim" in text
+    assert "USER semsearch" in text
+    assert f'ENTRYPOINT ["python", "-m", "{service}"]' in text
