@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 
 from api import errors, routes
 from api.folders import FolderRegistry
+from api.runs import Leases, Runs
 from api.store import Store
 from embedder.client import EmbedderClient
 from semsearch import __version__
@@ -24,6 +25,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.settings = settings
         app.state.store = Store(settings.index_dir)
         app.state.folders = FolderRegistry(settings.folders_file)
+        app.state.leases = Leases()
+        app.state.runs = Runs()
         app.state.embedder = EmbedderClient(settings.embedder_target, timeout=settings.embedder_timeout_s)
         yield
         app.state.embedder.close()

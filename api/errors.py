@@ -7,6 +7,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from api.folders import FolderError
+from api.runs import LeaseConflict, RunNotFound
 from api.store import InvalidBatch, ModelMismatch
 from embedder.client import EmbedderError
 
@@ -42,6 +43,14 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(ModelMismatch)
     async def model_mismatch(request: Request, exc: ModelMismatch) -> JSONResponse:
         return problem(409, "Model mismatch", f"{exc}; rebuild with `semsearch index --force` after removing the index")
+
+    @app.exception_handler(LeaseConflict)
+    async def lease_conflict(request: Request, exc: LeaseConflict) -> JSONResponse:
+        return problem(409, "Folder busy", str(exc))
+
+    @app.exception_handler(RunNotFound)
+    async def run_not_found(request: Request, exc: RunNotFound) -> JSONResponse:
+        return problem(404, "Not found", str(exc.args[0]))
 
     @app.exception_handler(InvalidBatch)
     async def invalid_batch(request: Request, exc: InvalidBatch) -> JSONResponse:

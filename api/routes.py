@@ -9,22 +9,30 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, status
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from api import retrieval
 from api.auth import require_token
 from api.folders import FolderRegistry
+from api.runs import Leases, Runs
 from api.store import Store
 from embedder.client import EmbedderClient, EmbedderError
 from semsearch import __version__
 from semsearch.config import Settings
 from semsearch.schemas import (
+    ClaimIn,
     EmbedderStatus,
     Folder,
     FolderIn,
     IndexBatch,
     IndexBatchResult,
+    Lease,
+    LeaseIn,
     Manifest,
+    Run,
+    RunFinish,
+    RunProgress,
+    RunRequest,
     SearchRequest,
     SearchResponse,
     Status,
@@ -43,6 +51,14 @@ def get_embedder(request: Request) -> EmbedderClient:
     return request.app.state.embedder  # type: ignore[no-any-return]
 
 
+def get_leases(request: Request) -> Leases:
+    return request.app.state.leases  # type: ignore[no-any-return]
+
+
+def get_runs(request: Request) -> Runs:
+    return request.app.state.runs  # type: ignore[no-any-return]
+
+
 def get_settings(request: Request) -> Settings:
     return request.app.state.settings  # type: ignore[no-any-return]
 
@@ -51,6 +67,8 @@ StoreDep = Annotated[Store, Depends(get_store)]
 FoldersDep = Annotated[FolderRegistry, Depends(get_folders)]
 EmbedderDep = Annotated[EmbedderClient, Depends(get_embedder)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
+LeasesDep = Annotated[Leases, Depends(get_leases)]
+RunsDep = Annotated[Runs, Depends(get_runs)]
 
 health = APIRouter(tags=["health"])
 v1 = APIRouter(prefix="/v1", dependencies=[Depends(require_token)])
@@ -123,14 +141,69 @@ def manifest(name: str, folders: FoldersDep, store: StoreDep) -> Manifest:
     return Manifest(folder=folder.name, files=store.manifest(folder.name))
 
 
+@v1.post("/folders/{name}/lease", status_code=status.HTTP_201_CREATED)
+def take_lease(name: str, body: LeaseIn, folders: FoldersDep, leases: LeasesDep) -> Lease:
+    """Become the folder's only writer until released (or 2 minutes without a write)."""
+    return leases.acquire(folders.get(name).name, body.holder)
+
+
+@v1.delete("/folders/{name}/lease/{lease_id}", status_code=status.HTTP_204_NO_CONTENT)
+def release_lease(name: str, lease_id: str, leases: LeasesDep) -> None:
+    leases.release(name, lease_id)
+
+
 @v1.post("/folders/{name}/batches")
-def apply_batch(name: str, batch: IndexBatch, folders: FoldersDep, store: StoreDep) -> IndexBatchResult:
+def apply_batch(
+    name: str, batch: IndexBatch, folders: FoldersDep, store: StoreDep, leases: LeasesDep
+) -> IndexBatchResult:
     """Apply indexer changes: replace each upserted file's chunks atomically, touch, delete."""
     folder = folders.get(name)
+    leases.check(folder.name, batch.lease)
     written = store.apply(folder.name, batch)
     return IndexBatchResult(
         upserted=len(batch.upserts), touched=len(batch.touches), deleted=len(batch.deletes), chunks_written=written
     )
+
+
+@v1.post("/runs", status_code=status.HTTP_202_ACCEPTED)
+def request_run(body: RunRequest, folders: FoldersDep, runs: RunsDep) -> Run:
+    """Ask for an index run; an indexer worker (`semsearch serve`, compose) picks it up."""
+    if body.folder is not None:
+        folders.get(body.folder)
+    return runs.request(body)
+
+
+@v1.get("/runs")
+def list_runs(runs: RunsDep) -> list[Run]:
+    """Recent runs, newest first."""
+    return runs.recent()
+
+
+@v1.get("/runs/{run_id}")
+def get_run(
+    run_id: str,
+    runs: RunsDep,
+    wait: Annotated[float, Query(ge=0, le=60, description="Seconds to wait for the end.")] = 0,
+) -> Run:
+    """A run's state, progress and summary; `?wait=N` waits up to N seconds for it to finish."""
+    return runs.wait(run_id, wait) if wait else runs.get(run_id)
+
+
+@v1.post("/runs/claim", response_model=Run, responses={204: {"description": "Nothing queued."}})
+def claim_run(body: ClaimIn, runs: RunsDep) -> Run | Response:
+    """For indexer workers: take the oldest queued run (long-polls `waitS` seconds)."""
+    run = runs.claim(body.worker, body.wait_s)
+    return run if run is not None else Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@v1.post("/runs/{run_id}/progress")
+def run_progress(run_id: str, body: RunProgress, runs: RunsDep) -> Run:
+    return runs.progress(run_id, body)
+
+
+@v1.post("/runs/{run_id}/finish")
+def finish_run(run_id: str, body: RunFinish, runs: RunsDep) -> Run:
+    return runs.finish(run_id, body)
 
 
 @v1.post("/search")

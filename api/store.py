@@ -62,6 +62,12 @@ def chunk_schema(dimension: int) -> pa.Schema:
             pa.field("mtime_ns", pa.int64(), nullable=False),
             pa.field("sha256", pa.string(), nullable=False),
             pa.field("model_id", pa.string(), nullable=False),
+            # Markdown frontmatter, for lifecycle and filters.
+            pa.field("title", pa.string()),
+            pa.field("status", pa.string()),
+            pa.field("superseded_by", pa.string()),
+            pa.field("doc_date", pa.string()),
+            pa.field("tags", pa.list_(pa.string())),
         ]
     )
 
@@ -162,6 +168,11 @@ class Store:
                 columns["mtime_ns"].append(f.mtime_ns)
                 columns["sha256"].append(f.sha256)
                 columns["model_id"].append(batch.model_id)
+                columns["title"].append(f.meta.title)
+                columns["status"].append(f.meta.status)
+                columns["superseded_by"].append(f.meta.superseded_by)
+                columns["doc_date"].append(f.meta.date)
+                columns["tags"].append(f.meta.tags)
         flat = np.concatenate(vectors).reshape(-1) if vectors else np.empty(0, dtype=np.float32)
         columns.pop("vector")
         schema = chunk_schema(batch.dimension)

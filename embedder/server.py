@@ -27,10 +27,26 @@ MAX_INPUTS = 1024  # per request: bounds memory of one call; the indexer sends 6
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
 
+WARMUP_TEXT = " ".join(["the quick brown fox jumps over the lazy dog"] * 20)  # ~180 tokens, a typical chunk
+
+
 class EmbedderService(pb_grpc.EmbedderServicer):
     def __init__(self, encoder: Encoder) -> None:
         self.encoder = encoder
         self.gate = PriorityGate()
+        self.chunks_per_second = 0.0
+        self._rate_lock = threading.Lock()
+
+    def warm_up(self) -> None:
+        """One real batch at start: the first onnxruntime run is slow, and it seeds the rate."""
+        started = time.perf_counter()
+        self.encoder.embed([WARMUP_TEXT] * self.encoder.batch_size)
+        self._record(self.encoder.batch_size, time.perf_counter() - started)
+
+    def _record(self, chunks: int, seconds: float) -> None:
+        rate = chunks / max(seconds, 1e-6)
+        with self._rate_lock:
+            self.chunks_per_second = rate if not self.chunks_per_second else 0.8 * self.chunks_per_second + 0.2 * rate
 
     def Embed(self, request: pb.EmbedRequest, context: grpc.ServicerContext) -> pb.EmbedResponse:
         n = len(request.inputs)
@@ -44,7 +60,10 @@ class EmbedderService(pb_grpc.EmbedderServicer):
         step = self.encoder.batch_size
         for start in range(0, n, step):
             with self.gate.hold(urgent):
+                began = time.perf_counter()
                 part, flags = self.encoder.embed(texts[start : start + step])
+                if not urgent:
+                    self._record(len(part), time.perf_counter() - began)
             vectors[start : start + step] = part
             truncated.extend(flags)
         return pb.EmbedResponse(
@@ -67,10 +86,11 @@ class EmbedderService(pb_grpc.EmbedderServicer):
             max_sequence_length=self.encoder.max_length,
             quantisation="int8 weights, fp32 compute" if "int8" in self.encoder.model_id else "unknown",
             runtime=self.encoder.runtime,
+            measured_chunks_per_second=self.chunks_per_second,
         )
 
 
-def build_server(encoder: Encoder, address: str) -> grpc.Server:
+def build_server(service: EmbedderService, address: str) -> grpc.Server:
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=16),
         options=[
@@ -78,7 +98,7 @@ def build_server(encoder: Encoder, address: str) -> grpc.Server:
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
         ],
     )
-    pb_grpc.add_EmbedderServicer_to_server(EmbedderService(encoder), server)
+    pb_grpc.add_EmbedderServicer_to_server(service, server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     for name in ("", SERVICE_NAME):
@@ -98,15 +118,18 @@ def main() -> None:
     started = time.perf_counter()
     try:
         encoder = load(settings.model_dir, settings.max_seq_length, settings.model_batch_size, settings.threads)
-        server = build_server(encoder, address)
+        service = EmbedderService(encoder)
+        service.warm_up()
+        server = build_server(service, address)
     except (ModelError, OSError) as exc:
         sys.exit(f"semsearch embedder: {exc}")
     server.start()
     log.info(
-        "serving %s (dim %d, max %d tokens) on %s; ready in %.2fs",
+        "serving %s (dim %d, max %d tokens, %.1f chunks/s) on %s; ready in %.2fs",
         encoder.model_id,
         encoder.dimension,
         encoder.max_length,
+        service.chunks_per_second,
         address,
         time.perf_counter() - started,
     )

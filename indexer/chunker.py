@@ -1,21 +1,37 @@
-"""Splits text into chunks that fit the model's window, counted with its real tokenizer.
+"""Splits a document into chunks that fit the model's window, counted with its real tokenizer.
 
-Lines are packed greedily up to `target` tokens. A line longer than `limit` is split
-into words, and words longer than `MAX_WORD_CHARS` into slices, so no chunk is ever
-silently truncated by the model. Token counts come from the embedder (`CountTokens`),
-one call per file for lines and one more only if a line is too long.
-
-WordPiece splits at whitespace first, so the count of lines joined by newlines is the
-sum of their counts: we never re-tokenise a growing chunk.
+- Text is split into lines grouped in paragraphs (blank lines between), packed greedily to
+  about `target` tokens, preferring to end a chunk where a paragraph ends; consecutive chunks
+  share about `overlap` tokens of trailing lines, capped so overlap + the next line never
+  breaches `limit` (254 = the model's 256 window minus [CLS] and [SEP]).
+- A line over the limit is packed word by word with the same logic; a word over
+  `MAX_WORD_CHARS` characters is sliced first (minified code, base64 blobs).
+- Markdown is split at headings first: a chunk never spans two sections, and each chunk
+  carries its heading breadcrumb (`Auth > Refreshing tokens`). YAML frontmatter is parsed
+  into metadata, not indexed as text.
+- Token counts come from the embedder (`CountTokens`) once per distinct line or word, in
+  one or two calls per document. WordPiece splits at whitespace first, so the count of
+  pieces joined by whitespace is the sum of their counts: nothing is ever re-tokenised.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any
+
+import yaml
+
+from indexer.extract import Document, Segment
+from semsearch.schemas import DocMeta
 
 CountTokens = Callable[[list[str]], list[int]]
-MAX_WORD_CHARS = 200  # a slice this long is at most ~200 tokens, under the 254 cap
+MAX_WORD_CHARS = 500
+HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$")
+FENCE = re.compile(r"^ {0,3}(```|~~~)")
+META_KEYS = ("title", "status", "superseded_by", "date", "tags")
 
 
 @dataclass(frozen=True)
@@ -23,53 +39,206 @@ class Chunk:
     text: str
     start_line: int  # 1-based, inclusive
     end_line: int
+    heading: str | None = None
+    page: int | None = None
 
 
 @dataclass(frozen=True)
-class _Piece:
+class _Atom:
     text: str
     line: int
     tokens: int
-    joiner: str  # what goes before this piece when it follows another in a chunk
+    para_start: bool  # first atom of a paragraph: a good place to start a chunk
+    joiner: str  # what separates it from the atom before it in the same chunk
 
 
-def chunk_text(text: str, count: CountTokens, target: int = 200, limit: int = 254) -> list[Chunk]:
-    lines = text.splitlines()
-    if not lines:
-        return []
-    pieces: list[_Piece] = []
-    for number, (line, tokens) in enumerate(zip(lines, count(lines), strict=True), start=1):
-        if tokens <= limit:
-            pieces.append(_Piece(line, number, tokens, "\n"))
+@dataclass
+class _Section:
+    heading: str | None
+    lines: list[tuple[int, str]]  # (line number, text)
+    page: int | None = None
+
+
+def parse_frontmatter(text: str) -> tuple[DocMeta, int]:
+    """Metadata and the number of lines it occupies (0 when there is none or it is invalid)."""
+    lines = text.split("\n", 200)
+    if not lines or lines[0].strip() != "---":
+        return DocMeta(), 0
+    for end in range(1, len(lines)):
+        if lines[end].strip() in ("---", "..."):
+            try:
+                data = yaml.safe_load("\n".join(lines[1:end]))
+            except yaml.YAMLError:
+                return DocMeta(), 0
+            if not isinstance(data, dict):
+                return DocMeta(), 0
+            return _meta(data), end + 1
+    return DocMeta(), 0
+
+
+def _meta(data: dict[str, Any]) -> DocMeta:
+    def text(value: Any) -> str | None:
+        if value is None:
+            return None
+        if isinstance(value, datetime | date):
+            return value.isoformat()
+        return str(value).strip() or None
+
+    tags = data.get("tags") or []
+    if isinstance(tags, str):
+        tags = [t.strip() for t in tags.split(",")]
+    status = text(data.get("status"))
+    return DocMeta(
+        title=text(data.get("title")),
+        status=status.lower() if status else None,
+        superseded_by=text(data.get("superseded_by") or data.get("superseded-by")),
+        date=text(data.get("date")),
+        tags=[str(t) for t in tags if str(t).strip()] if isinstance(tags, list) else [],
+    )
+
+
+def sections(doc: Document) -> tuple[list[_Section], DocMeta]:
+    meta = DocMeta()
+    out: list[_Section] = []
+    for segment in doc.segments:
+        lines = segment.text.splitlines()
+        skip = 0
+        if doc.markdown and segment is doc.segments[0]:
+            meta, skip = parse_frontmatter(segment.text)
+        numbered = list(enumerate(lines, start=1))[skip:]
+        if doc.markdown:
+            out.extend(_markdown_sections(numbered))
         else:
-            pieces.extend(_split_line(line, number, count))
-    return _pack(pieces, target, limit)
+            out.append(_Section(None, numbered, segment.page))
+    return out, meta
 
 
-def _split_line(line: str, number: int, count: CountTokens) -> list[_Piece]:
-    words: list[str] = []
-    for word in line.split():
-        words.extend(word[i : i + MAX_WORD_CHARS] for i in range(0, len(word), MAX_WORD_CHARS))
-    joiners = ["\n"] + [" "] * (len(words) - 1)
-    return [_Piece(w, number, n, j) for w, n, j in zip(words, count(words), joiners, strict=True)]
+def _markdown_sections(lines: list[tuple[int, str]]) -> Iterable[_Section]:
+    trail: list[tuple[int, str]] = []  # (level, title) of the headings we are under
+    current = _Section(None, [])
+    in_fence = False
+    for number, line in lines:
+        if FENCE.match(line):
+            in_fence = not in_fence
+        match = None if in_fence else HEADING.match(line)
+        if match:
+            if current.lines:
+                yield current
+            level = len(match.group(1))
+            trail = [(lv, t) for lv, t in trail if lv < level] + [(level, match.group(2).strip())]
+            current = _Section(" > ".join(t for _, t in trail), [])
+        current.lines.append((number, line))
+    if current.lines:
+        yield current
 
 
-def _pack(pieces: list[_Piece], target: int, limit: int) -> list[Chunk]:
+def chunk_document(
+    doc: Document, count: CountTokens, target: int = 200, overlap: int = 35, limit: int = 254
+) -> tuple[list[Chunk], DocMeta]:
+    parts, meta = sections(doc)
+    counter = _CachedCounter(count)
+    counter.prime(line for part in parts for _, line in part.lines)
     chunks: list[Chunk] = []
-    current: list[_Piece] = []
-    tokens = 0
+    for part in parts:
+        atoms = _atoms(part.lines, counter, limit)
+        for text, start, end in _pack(atoms, target, overlap, limit):
+            chunks.append(Chunk(text, start, end, part.heading, part.page))
+    return chunks, meta
 
-    def flush() -> None:
-        body = "".join((p.joiner if i else "") + p.text for i, p in enumerate(current))
-        if body.strip():
-            chunks.append(Chunk(body, current[0].line, current[-1].line))
 
+def chunk_text(text: str, count: CountTokens, target: int = 200, overlap: int = 35, limit: int = 254) -> list[Chunk]:
+    """Plain text (no Markdown rules): convenience for callers and tests."""
+    doc = Document([Segment(text)], markdown=False, sha256="", mtime_ns=0, size=len(text))
+    return chunk_document(doc, count, target, overlap, limit)[0]
+
+
+class _CachedCounter:
+    """Counts each distinct string once, in batched calls."""
+
+    def __init__(self, count: CountTokens) -> None:
+        self._count = count
+        self._cache: dict[str, int] = {}
+
+    def prime(self, texts: Iterable[str]) -> None:
+        todo = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        for start in range(0, len(todo), 2048):
+            batch = todo[start : start + 2048]
+            self._cache.update(zip(batch, self._count(batch), strict=True))
+
+    def __getitem__(self, text: str) -> int:
+        if text not in self._cache:
+            self.prime([text])
+        return self._cache[text]
+
+
+def _atoms(lines: list[tuple[int, str]], counter: _CachedCounter, limit: int) -> list[_Atom]:
+    atoms: list[_Atom] = []
+    previous_line = 0
+    para_start = True
+    for number, line in lines:
+        if not line.strip():
+            para_start = True
+            continue
+        gap = "\n" * (number - previous_line) if previous_line else ""
+        previous_line = number
+        tokens = counter[line]
+        if tokens <= limit:
+            atoms.append(_Atom(line, number, tokens, para_start, gap))
+        else:
+            words = _words(line, counter, limit)
+            counter.prime(words)
+            for i, word in enumerate(words):
+                atoms.append(_Atom(word, number, counter[word], para_start and i == 0, gap if i == 0 else " "))
+        para_start = False
+    return atoms
+
+
+def _words(line: str, counter: _CachedCounter, limit: int) -> list[str]:
+    pieces: list[str] = []
+    for word in line.split():
+        pieces.extend(word[i : i + MAX_WORD_CHARS] for i in range(0, len(word), MAX_WORD_CHARS))
+    counter.prime(pieces)
+    out: list[str] = []
     for piece in pieces:
-        if current and (tokens + piece.tokens > target or tokens + piece.tokens > limit):
-            flush()
-            current, tokens = [], 0
-        current.append(piece)
-        tokens += piece.tokens
-    if current:
-        flush()
-    return chunks
+        # A 500-character slice of CJK or symbols can still exceed the window: halve until it fits.
+        stack = [piece]
+        while stack:
+            part = stack.pop(0)
+            if counter[part] <= limit or len(part) == 1:
+                out.append(part)
+            else:
+                middle = len(part) // 2
+                stack[:0] = [part[:middle], part[middle:]]
+    return out
+
+
+def _pack(atoms: list[_Atom], target: int, overlap: int, limit: int) -> Iterable[tuple[str, int, int]]:
+    start = 0  # first atom of the current chunk (may be overlap carried from the last one)
+    fresh = 0  # first atom not yet emitted in any chunk
+    while fresh < len(atoms):
+        total, end = 0, start
+        while end < len(atoms) and (end <= fresh or total + atoms[end].tokens <= target):
+            total += atoms[end].tokens
+            end += 1
+        # Prefer ending where a paragraph ends, if that still leaves a reasonably full chunk.
+        if end < len(atoms) and not atoms[end].para_start:
+            running = total
+            for cut in range(end - 1, fresh, -1):
+                running -= atoms[cut].tokens
+                if atoms[cut].para_start and running >= target // 2:
+                    end = cut
+                    break
+        body = "".join((a.joiner if i else "") + a.text for i, a in enumerate(atoms[start:end]))
+        yield body, atoms[start].line, atoms[end - 1].line
+        fresh = end
+        if fresh >= len(atoms):
+            break
+        # Overlap: carry trailing atoms of this chunk (never all of it), but never so many that
+        # with the next atom the chunk would breach the window.
+        previous, start, carried = start, end, 0
+        while start - 1 > previous and carried + atoms[start - 1].tokens <= overlap:
+            carried += atoms[start - 1].tokens
+            start -= 1
+        while start < fresh and carried + atoms[fresh].tokens > limit:
+            carried -= atoms[start].tokens
+            start += 1

@@ -1,12 +1,23 @@
-"""Reads one file safely and turns it into text."""
+"""Reads one file safely and turns it into text: plain text, Markdown, PDF (by page) or DOCX.
+
+A file that cannot be read raises `Unindexable` with a short reason the run summary
+counts (binary, too-large, corrupt, encrypted, unreadable); the run goes on.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import stat
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from xml.etree import ElementTree
+
+MARKDOWN_EXTENSIONS = frozenset({"md", "markdown", "mdx"})
+MAX_DOCX_XML_BYTES = 50_000_000  # uncompressed document.xml; beyond this it is a zip bomb, not a document
+W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 
 
 class Unindexable(Exception):
@@ -18,34 +29,127 @@ class Unindexable(Exception):
 
 
 @dataclass(frozen=True)
-class FileContent:
+class Segment:
     text: str
+    page: int | None = None  # 1-based PDF page; None for other formats
+
+
+@dataclass(frozen=True)
+class Document:
+    segments: list[Segment]
+    markdown: bool  # chunk along headings (Markdown, and DOCX whose headings we turn into #)
     sha256: str
     mtime_ns: int
     size: int
 
 
-def read_file(path: Path, max_bytes: int) -> FileContent:
+def read_bytes(path: Path, max_bytes: int) -> tuple[bytes, os.stat_result]:
     """Opens once and checks the open descriptor, so a file swapped for a symlink or grown
     after listing cannot slip past the checks."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
-        raise Unindexable("unreadable", f"{path}: {exc.strerror}") from exc
+        reason = "symlink" if exc.errno == 40 else "unreadable"  # ELOOP: it became a symlink
+        raise Unindexable(reason, f"{path}: {exc.strerror}") from exc
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode):
             raise Unindexable("unreadable", f"{path}: not a regular file")
         if st.st_size > max_bytes:
-            raise Unindexable("too_large", f"{path}: {st.st_size} bytes > limit {max_bytes}")
+            raise Unindexable("too-large", f"{path}: {st.st_size:,} bytes > limit {max_bytes:,}")
         data = f.read(max_bytes + 1)
     if len(data) > max_bytes:
-        raise Unindexable("too_large", f"{path}: grew past the limit of {max_bytes} bytes while being read")
-    if b"\x00" in data[:4096]:
-        raise Unindexable("binary", f"{path}: contains NUL bytes (binary)")
-    return FileContent(
-        text=data.decode("utf-8", errors="replace"),
-        sha256=hashlib.sha256(data).hexdigest(),
-        mtime_ns=st.st_mtime_ns,
-        size=st.st_size,
-    )
+        raise Unindexable("too-large", f"{path}: grew past the limit of {max_bytes:,} bytes while being read")
+    return data, st
+
+
+def extract(path: Path, max_bytes: int) -> Document:
+    data, st = read_bytes(path, max_bytes)
+    ext = path.suffix.lower().lstrip(".")
+    markdown = ext in MARKDOWN_EXTENSIONS
+    if ext == "pdf":
+        segments = _pdf(path, data)
+    elif ext == "docx":
+        segments, markdown = [Segment(_docx(path, data))], True
+    else:
+        if b"\x00" in data[:4096]:
+            raise Unindexable("binary", f"{path}: contains NUL bytes (binary)")
+        segments = [Segment(data.decode("utf-8", errors="replace"))]
+    return Document(segments, markdown, hashlib.sha256(data).hexdigest(), st.st_mtime_ns, st.st_size)
+
+
+def _pdf(path: Path, data: bytes) -> list[Segment]:
+    from pypdf import PdfReader  # imported here: only PDF files pay for it
+
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise Unindexable("encrypted", f"{path}: the PDF is encrypted; export an unencrypted copy to index it")
+        return [Segment(page.extract_text() or "", number) for number, page in enumerate(reader.pages, start=1)]
+    except Unindexable:
+        raise
+    except Exception as exc:  # pypdf raises many types on broken files
+        raise Unindexable("corrupt", f"{path}: not a readable PDF ({type(exc).__name__}: {exc})") from exc
+
+
+def _docx(path: Path, data: bytes) -> str:
+    """Paragraphs and tables in document order; Word headings become Markdown headings."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            info = archive.getinfo("word/document.xml")
+            if info.file_size > MAX_DOCX_XML_BYTES:
+                raise Unindexable("too-large", f"{path}: document.xml unpacks to {info.file_size:,} bytes")
+            with archive.open(info) as f:
+                xml = f.read(MAX_DOCX_XML_BYTES + 1)
+        body = ElementTree.fromstring(xml).find(f"{W}body")
+    except Unindexable:
+        raise
+    except (zipfile.BadZipFile, KeyError, ElementTree.ParseError, OSError, EOFError, ValueError) as exc:
+        raise Unindexable("corrupt", f"{path}: not a readable DOCX ({type(exc).__name__}: {exc})") from exc
+    if body is None:
+        return ""
+    lines: list[str] = []
+    _docx_blocks(body, lines)
+    return "\n".join(lines)
+
+
+def _docx_blocks(parent: ElementTree.Element, lines: list[str]) -> None:
+    for child in parent:
+        if child.tag == f"{W}p":
+            text = _docx_text(child)
+            level = _heading_level(child)
+            if level and text.strip():
+                lines.extend(["", "#" * level + " " + text.strip(), ""])
+            else:
+                lines.append(text)
+        elif child.tag == f"{W}tbl":
+            for row in child.iter(f"{W}tr"):
+                cells = [" ".join(_docx_text(p) for p in cell.iter(f"{W}p")).strip() for cell in row.findall(f"{W}tc")]
+                lines.append(" | ".join(cells))
+            lines.append("")
+        elif child.tag == f"{W}sdt":  # content controls wrap ordinary blocks
+            content = child.find(f"{W}sdtContent")
+            if content is not None:
+                _docx_blocks(content, lines)
+
+
+def _docx_text(paragraph: ElementTree.Element) -> str:
+    parts: list[str] = []
+    for node in paragraph.iter():
+        if node.tag == f"{W}t" and node.text:
+            parts.append(node.text)
+        elif node.tag == f"{W}tab":
+            parts.append("\t")
+        elif node.tag in (f"{W}br", f"{W}cr"):
+            parts.append("\n")
+    return "".join(parts)
+
+
+def _heading_level(paragraph: ElementTree.Element) -> int:
+    style = paragraph.find(f"{W}pPr/{W}pStyle")
+    name = (style.get(f"{W}val") or "") if style is not None else ""
+    if name == "Title":
+        return 1
+    if name.lower().startswith("heading") and name[7:].isdigit():
+        return min(6, int(name[7:]))
+    return 0

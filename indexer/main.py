@@ -1,13 +1,21 @@
-"""The indexer's entrypoint, shared by `python -m indexer` (containers, cron) and `semsearch index`."""
+"""The indexer's entrypoints, shared by `python -m indexer` (containers, cron) and the CLI."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 from embedder.client import EmbedderClient, EmbedderError
+from indexer.discovery import FileList
+from indexer.extract import Unindexable, extract
+from indexer.progress import Reporter
 from indexer.run import Indexer, Summary
 from semsearch.client import ApiClient, ApiError
 from semsearch.config import Settings
@@ -35,35 +43,104 @@ def resolve_target(folders: list[Folder], path: str | None) -> tuple[list[Folder
     raise TargetError(f"{path} is not inside a registered folder; add it first with `semsearch add {path}`")
 
 
-def run_index(settings: Settings, path: str | None, force: bool = False, max_files: int | None = None) -> int:
-    """Runs one pass, prints a line per folder and the JSON summary last; returns the exit code."""
+@contextmanager
+def connect(settings: Settings, reporter: Reporter | None = None, concurrency: int | None = None) -> Iterator[Indexer]:
     embedder = EmbedderClient(settings.embedder_target, timeout=settings.embedder_timeout_s)
     try:
         with ApiClient(settings) as api:
-            targets, scope = resolve_target(api.folders(), path)
-            if not targets:
-                print("No folders registered; add one with `semsearch add PATH`.", file=sys.stderr)
-            summary = Indexer(settings, api, embedder).run(targets, scope, force, max_files)
-    except (ApiError, EmbedderError, TargetError) as exc:
-        print(f"semsearch index: {exc}", file=sys.stderr)
-        failed = Summary(errors=[str(exc)])
-        print(json.dumps(failed.as_json()))
-        return 1
+            yield Indexer(settings, api, embedder, reporter, concurrency or settings.index_concurrency)
     finally:
         embedder.close()
-    total = summary.as_json()
-    print(
-        f"total  {summary.files_processed:,} indexed  {summary.files_skipped:,} skipped  "
-        f"{summary.files_deleted:,} deleted  {summary.chunks_written:,} chunks  {summary.seconds:.1f}s"
-    )
-    print(json.dumps(total))
+
+
+def run_index(
+    settings: Settings,
+    path: str | None,
+    force: bool = False,
+    max_files: int | None = None,
+    dry_run: bool = False,
+    verbose: bool = False,
+    concurrency: int | None = None,
+) -> int:
+    """One pass: a line per folder, the total, and the JSON summary as the last stdout line."""
+    reporter = Reporter(verbose=verbose)
+    try:
+        with connect(settings, reporter, concurrency) as indexer:
+            targets, scope = resolve_target(indexer.api.folders(), path)
+            if not targets:
+                print("No folders registered; add one with `semsearch add PATH`.", file=sys.stderr)
+            if dry_run:
+                print(json.dumps(indexer.plan(targets, scope, force)))
+                return 0
+            summary = indexer.run(targets, scope, force, max_files)
+    except (ApiError, EmbedderError, TargetError) as exc:
+        print(f"semsearch index: {exc}", file=sys.stderr)
+        print(json.dumps(Summary(errors=[str(exc)]).as_json()))
+        return 1
+    print("total  " + summary.line(summary.seconds))
+    for bad in summary.unindexable:
+        print(f"  could not index {bad['path']}: {bad['detail']}", file=sys.stderr)
+    print(json.dumps(summary.as_json()))
     return 1 if summary.errors else 0
 
 
+def explain(settings: Settings, path: str) -> dict[str, object]:
+    """Why PATH is or is not indexed, and how many chunks it has."""
+    with ApiClient(settings) as api:
+        folders = api.folders()
+        absolute = os.path.abspath(path)
+        try:
+            targets, rel = resolve_target(folders, absolute)
+        except TargetError as exc:
+            return {"path": absolute, "indexed": False, "rule": "outside", "detail": str(exc)}
+        folder = targets[0]
+        if not rel:
+            return {"path": absolute, "folder": folder.name, "indexed": True, "rule": "folder", "detail": "registered"}
+        verdict = FileList.from_settings(Path(folder.path), settings).explain(rel)
+        rule, detail = verdict.rule, verdict.detail
+        if verdict.included:
+            try:  # content checks that only reading can make (NUL bytes, corrupt PDF, …)
+                extract(Path(folder.path) / rel, settings.max_document_bytes)
+            except Unindexable as exc:
+                rule, detail = exc.reason, str(exc)
+        entry = next((e for e in api.manifest(folder.name).files if e.path == rel), None)
+    result: dict[str, object] = {
+        "path": absolute,
+        "folder": folder.name,
+        "relPath": rel,
+        "indexed": rule == "included",
+        "rule": rule,
+        "detail": detail,
+        "chunks": entry.chunks if entry else 0,
+        "inIndex": entry is not None,
+    }
+    if entry is not None:
+        try:
+            result["stale"] = os.lstat(absolute).st_mtime_ns != entry.mtime_ns
+        except OSError:
+            result["stale"] = True
+    return result
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m indexer", description="One incremental indexing pass.")
+    parser = argparse.ArgumentParser(prog="python -m indexer", description="Index the registered folders.")
     parser.add_argument("path", nargs="?", help="a registered folder (name or path) or a path inside one")
     parser.add_argument("--force", action="store_true", help="re-read and re-embed every file")
     parser.add_argument("--max-files", type=int, help="stop after this many newly processed files")
+    parser.add_argument("--dry-run", action="store_true", help="say what would be indexed, embed nothing")
+    parser.add_argument("--verbose", action="store_true", help="log every file to stderr")
+    parser.add_argument("--concurrency", type=int, help="threads reading and chunking files")
+    parser.add_argument("--watch", action="store_true", help="after the pass, follow changes until stopped")
+    parser.add_argument("--worker", action="store_true", help="run index requests from the API until stopped")
     args = parser.parse_args(argv)
-    sys.exit(run_index(Settings(), args.path, args.force, args.max_files))
+    settings = Settings()
+    if not (args.watch or args.worker):
+        sys.exit(
+            run_index(settings, args.path, args.force, args.max_files, args.dry_run, args.verbose, args.concurrency)
+        )
+    from indexer.worker import Worker
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    Worker(settings, watch=args.watch, requests=args.worker, path=args.path, verbose=args.verbose).run(stop)

@@ -1,31 +1,38 @@
 """One indexing run: compare disk with the index's manifest and send only what changed.
 
 Per file: same mtime and size as indexed -> skipped without reading; different mtime
-but same sha256 -> only the new mtime is recorded (no embedding); otherwise it is read,
-chunked, embedded and its chunks replaced. Files in the manifest but gone from disk are
-deleted. Work is batched: chunks of many files go to the embedder in one call, and many
-files go to the API in one request.
+but same sha256 -> only the new stamp is recorded (no embedding); otherwise it is read,
+chunked, embedded and its chunks replaced atomically. Files in the manifest that are no
+longer in the file list are deleted. Reading and chunking run on `concurrency` threads
+ahead of embedding; chunks of many files go to the embedder in one call, and many files
+go to the API in one request. The run holds the folder's lease, so two runs never interleave.
 """
 
 from __future__ import annotations
 
 import base64
 import os
+import socket
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from embedder.client import EmbedderClient
-from indexer.chunker import chunk_text
-from indexer.discovery import list_files
-from indexer.extract import Unindexable, read_file
+from indexer.chunker import chunk_document
+from indexer.discovery import FileList, size_limit
+from indexer.extract import Unindexable, extract
+from indexer.progress import Reporter
 from semsearch.client import ApiClient
 from semsearch.config import Settings
-from semsearch.schemas import ChunkIn, FileChunks, FileStamp, Folder, IndexBatch, ManifestEntry
+from semsearch.schemas import ChunkIn, DocMeta, FileChunks, FileStamp, Folder, IndexBatch, ManifestEntry
 
-Log = Callable[[str], None]
+T = TypeVar("T")
+R = TypeVar("R")
+BYTES_PER_CHUNK_OVERHEAD = 384 * 4 + 300  # vector + row overhead, for --dry-run's disk estimate
 
 
 @dataclass
@@ -36,8 +43,9 @@ class Summary:
     chunks_written: int = 0
     truncated: bool = False
     seconds: float = 0.0
-    errors: list[str] = field(default_factory=list)
     skipped_by: Counter[str] = field(default_factory=Counter)
+    unindexable: list[dict[str, str]] = field(default_factory=list)  # files reported by name
+    errors: list[str] = field(default_factory=list)  # what made the run fail
 
     def add(self, other: Summary) -> None:
         self.files_processed += other.files_processed
@@ -45,8 +53,19 @@ class Summary:
         self.files_deleted += other.files_deleted
         self.chunks_written += other.chunks_written
         self.truncated = self.truncated or other.truncated
-        self.errors += other.errors
         self.skipped_by.update(other.skipped_by)
+        self.unindexable += other.unindexable
+        self.errors += other.errors
+
+    def skip(self, reason: str) -> None:
+        self.files_skipped += 1
+        self.skipped_by[reason] += 1
+
+    def line(self, seconds: float) -> str:
+        return (
+            f"{self.files_processed:,} indexed  {self.files_skipped:,} skipped  {self.files_deleted:,} deleted  "
+            f"{self.chunks_written:,} chunks  {seconds:.1f}s"
+        )
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -57,15 +76,23 @@ class Summary:
             "truncated": self.truncated,
             "seconds": round(self.seconds, 2),
             "skippedBy": dict(sorted(self.skipped_by.items())),
+            "unindexable": self.unindexable,
             "errors": self.errors,
         }
 
 
 @dataclass
-class _Pending:
-    """Files read and chunked, waiting to be embedded and written together."""
+class Prepared:
+    """A file read and chunked, ready to embed."""
 
-    upserts: list[tuple[FileStamp, list[ChunkIn]]] = field(default_factory=list)
+    stamp: FileStamp
+    chunks: list[ChunkIn]
+    meta: DocMeta
+
+
+@dataclass
+class _Pending:
+    upserts: list[Prepared] = field(default_factory=list)
     touches: list[FileStamp] = field(default_factory=list)
     chunks: int = 0
 
@@ -73,15 +100,39 @@ class _Pending:
         return len(self.upserts) + len(self.touches)
 
 
+def ordered_map(fn: Callable[[T], R], items: Iterable[T], workers: int) -> Iterator[R]:
+    """`map` on a thread pool that keeps at most 2 x workers items in flight (bounded memory)."""
+    if workers <= 1:
+        yield from map(fn, items)
+        return
+    with ThreadPoolExecutor(workers, thread_name_prefix="read") as pool:
+        window: list[Future[R]] = []
+        for item in items:
+            window.append(pool.submit(fn, item))
+            if len(window) >= 2 * workers:
+                yield window.pop(0).result()
+        for future in window:
+            yield future.result()
+
+
 class Indexer:
-    def __init__(self, settings: Settings, api: ApiClient, embedder: EmbedderClient, log: Log = print) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        api: ApiClient,
+        embedder: EmbedderClient,
+        reporter: Reporter | None = None,
+        concurrency: int = 2,
+    ) -> None:
         self.settings = settings
         self.api = api
         self.embedder = embedder
-        self.log = log
+        self.out = reporter or Reporter()
+        self.concurrency = max(1, concurrency)
         info = embedder.info()
         self.model_id = info.model_id
         self.dimension = info.dimension
+        self.holder = f"indexer pid {os.getpid()} on {socket.gethostname()}"
 
     def run(self, folders: list[Folder], scope: str = "", force: bool = False, max_files: int | None = None) -> Summary:
         """Index `folders`; with `scope`, only the part of the (single) folder under that relative path."""
@@ -89,17 +140,14 @@ class Indexer:
         total = Summary()
         budget = max_files
         for number, folder in enumerate(folders, start=1):
-            self.log(f"[{number}/{len(folders)}] {folder.name}  {folder.path}")
+            self.out.line(f"[{number}/{len(folders)}] {folder.name}  {folder.path}")
             t0 = time.perf_counter()
             summary = self.index_folder(folder, scope, force, budget)
             if budget is not None:
                 budget -= summary.files_processed
-            self.log(
-                f"  {summary.files_processed:,} indexed  {summary.files_skipped:,} skipped  "
-                f"{summary.files_deleted:,} deleted  {summary.chunks_written:,} chunks  {time.perf_counter() - t0:.1f}s"
-            )
+            self.out.line("  " + summary.line(time.perf_counter() - t0))
             total.add(summary)
-            if summary.truncated:
+            if summary.truncated or summary.errors:
                 break
         total.seconds = time.perf_counter() - started
         return total
@@ -111,83 +159,177 @@ class Indexer:
             # Never prune a folder whose disk vanished (unmounted drive): that would wipe its index.
             summary.errors.append(f"{folder.name}: {root} is not a directory now; skipped, index kept")
             return summary
-        prefix = scope.rstrip("/") + "/" if scope else ""
-        manifest: dict[str, ManifestEntry] = {
-            e.path: e for e in self.api.manifest(folder.name).files if e.path.startswith(prefix)
-        }
-        seen: set[str] = set()
-        pending = _Pending()
-        for rel in list_files(root / prefix if prefix else root, self.settings.max_file_size_bytes):
-            rel = prefix + rel
-            seen.add(rel)
-            if max_files is not None and summary.files_processed + len(pending.upserts) >= max_files:
-                summary.truncated = True
-                break
-            self._consider(folder, root, rel, manifest.get(rel), force, pending, summary)
-            if len(pending) >= self.settings.write_batch_files or pending.chunks >= self.settings.embed_batch_chunks:
-                self._flush(folder, pending, summary)
-                pending = _Pending()
-        self._flush(folder, pending, summary)
-        if not summary.truncated:
-            gone = sorted(set(manifest) - seen)
-            for start in range(0, len(gone), 500):
-                part = gone[start : start + 500]
-                self.api.apply(folder.name, IndexBatch(model_id=self.model_id, dimension=self.dimension, deletes=part))
-                summary.files_deleted += len(part)
+        lease = self.api.take_lease(folder.name, self.holder)
+        try:
+            self._index_folder(folder, root, scope, force, max_files, lease.id, summary)
+        finally:
+            self.api.release_lease(folder.name, lease.id)
         return summary
 
-    def _consider(
-        self,
-        folder: Folder,
-        root: Path,
-        rel: str,
-        known: ManifestEntry | None,
-        force: bool,
-        pending: _Pending,
-        summary: Summary,
+    def _index_folder(
+        self, folder: Folder, root: Path, scope: str, force: bool, max_files: int | None, lease: str, summary: Summary
     ) -> None:
-        path = root / rel
-        if known is not None and not force:
-            try:
-                st = os.lstat(path)
-            except OSError:
-                st = None
-            if st is not None and st.st_mtime_ns == known.mtime_ns and st.st_size == known.size:
-                summary.files_skipped += 1
-                summary.skipped_by["unchanged"] += 1
-                return
-        try:
-            content = read_file(path, self.settings.max_file_size_bytes)
-        except Unindexable as exc:
-            summary.files_skipped += 1
-            summary.skipped_by[exc.reason] += 1
-            return
-        stamp = FileStamp(path=rel, mtime_ns=content.mtime_ns, size=content.size, sha256=content.sha256)
-        if known is not None and not force and known.sha256 == content.sha256:
-            pending.touches.append(stamp)
-            summary.files_skipped += 1
-            summary.skipped_by["unchanged"] += 1
-            return
-        chunks = chunk_text(
-            content.text, self.embedder.count_tokens, self.settings.chunk_tokens, self.settings.chunk_max_tokens
-        )
-        pending.upserts.append(
-            (stamp, [ChunkIn(start_line=c.start_line, end_line=c.end_line, text=c.text) for c in chunks])
-        )
-        pending.chunks += len(chunks)
+        prefix = scope.rstrip("/") + "/" if scope else ""
+        manifest = {e.path: e for e in self.api.manifest(folder.name).files if e.path.startswith(prefix)}
+        listing = FileList.from_settings(root, self.settings)
+        candidates = [v for v in listing.verdicts() if v.path.startswith(prefix)]
+        for verdict in candidates:
+            if not verdict.included:
+                summary.skip(verdict.rule)
+                self.out.file("excluded", verdict.path, f"{verdict.rule}: {verdict.detail}")
+        included = [v.path for v in candidates if v.included]
+        todo: list[str] = []
+        for rel in included:
+            if not force and self._unchanged(root, rel, manifest.get(rel)):
+                summary.skip("unchanged")
+            else:
+                todo.append(rel)
+        if max_files is not None and len(todo) > max_files:
+            todo, summary.truncated = todo[:max_files], True
 
-    def _flush(self, folder: Folder, pending: _Pending, summary: Summary) -> None:
+        self.out.start_folder(folder.name, len(todo))
+        started, done = time.perf_counter(), 0
+        pending = _Pending()
+        try:
+            for rel, prepared in zip(
+                todo, ordered_map(lambda r: self._prepare(root, r), todo, self.concurrency), strict=True
+            ):
+                done += 1
+                if isinstance(prepared, Unindexable):
+                    summary.skip(prepared.reason)
+                    if prepared.reason in ("corrupt", "encrypted", "unreadable"):
+                        summary.unindexable.append({"path": rel, "reason": prepared.reason, "detail": str(prepared)})
+                    self.out.file("skipped", rel, f"{prepared.reason}: {prepared}")
+                    continue
+                known = manifest.get(rel)
+                if known is not None and not force and known.sha256 == prepared.stamp.sha256:
+                    pending.touches.append(prepared.stamp)
+                    summary.skip("unchanged")
+                else:
+                    pending.upserts.append(prepared)
+                    pending.chunks += len(prepared.chunks)
+                    self.out.file("↺ indexed", rel, f"{len(prepared.chunks)} chunks")
+                if (
+                    len(pending) >= self.settings.write_batch_files
+                    or pending.chunks >= self.settings.embed_batch_chunks
+                ):
+                    self._flush(folder, pending, summary, lease)
+                    pending = _Pending()
+                rate = summary.chunks_written / max(1e-6, time.perf_counter() - started)
+                self.out.advance(folder.name, done, len(todo), summary.chunks_written, rate)
+            self._flush(folder, pending, summary, lease)
+        finally:
+            self.out.end_folder()
+        if summary.truncated:
+            return  # we have not looked at everything, so we cannot say what is gone
+        gone = sorted(set(manifest) - set(included))
+        for start in range(0, len(gone), 500):
+            part = gone[start : start + 500]
+            batch = IndexBatch(lease=lease, model_id=self.model_id, dimension=self.dimension, deletes=part)
+            self.api.apply(folder.name, batch)
+            summary.files_deleted += len(part)
+            for rel in part:
+                self.out.file("✗ deleted", rel)
+
+    @staticmethod
+    def _unchanged(root: Path, rel: str, known: ManifestEntry | None) -> bool:
+        if known is None:
+            return False
+        try:
+            st = os.lstat(root / rel)
+        except OSError:
+            return False
+        return st.st_mtime_ns == known.mtime_ns and st.st_size == known.size
+
+    def _prepare(self, root: Path, rel: str) -> Prepared | Unindexable:
+        try:
+            limit = size_limit(rel, self.settings.max_file_size_bytes, self.settings.max_document_bytes)
+            doc = extract(root / rel, limit)
+        except Unindexable as exc:
+            return exc
+        stamp = FileStamp(path=rel, mtime_ns=doc.mtime_ns, size=doc.size, sha256=doc.sha256)
+        chunks, meta = chunk_document(
+            doc,
+            self.embedder.count_tokens,
+            self.settings.chunk_tokens,
+            self.settings.chunk_overlap_tokens,
+            self.settings.chunk_max_tokens,
+        )
+        return Prepared(
+            stamp,
+            [
+                ChunkIn(start_line=c.start_line, end_line=c.end_line, text=c.text, heading=c.heading, page=c.page)
+                for c in chunks
+            ],
+            DocMeta(
+                title=meta.title, status=meta.status, superseded_by=meta.superseded_by, date=meta.date, tags=meta.tags
+            ),
+        )
+
+    def _flush(self, folder: Folder, pending: _Pending, summary: Summary, lease: str) -> None:
         if not len(pending):
             return
-        texts = [c.text for _, chunks in pending.upserts for c in chunks]
+        texts = [c.text for p in pending.upserts for c in p.chunks]
         vectors = self.embedder.embed(texts) if texts else None
         upserts, offset = [], 0
-        for stamp, chunks in pending.upserts:
-            block = b"" if vectors is None else vectors[offset : offset + len(chunks)].astype("<f4").tobytes()
-            offset += len(chunks)
+        for p in pending.upserts:
+            n = len(p.chunks)
+            block = b"" if vectors is None else vectors[offset : offset + n].astype("<f4").tobytes()
+            offset += n
             # Base64Bytes validates base64 text, so the packed floats are encoded here.
-            upserts.append(FileChunks(**stamp.model_dump(), chunks=chunks, vectors=base64.b64encode(block)))
-        batch = IndexBatch(model_id=self.model_id, dimension=self.dimension, upserts=upserts, touches=pending.touches)
+            upserts.append(
+                FileChunks(**p.stamp.model_dump(), chunks=p.chunks, meta=p.meta, vectors=base64.b64encode(block))
+            )
+        batch = IndexBatch(
+            lease=lease, model_id=self.model_id, dimension=self.dimension, upserts=upserts, touches=pending.touches
+        )
         result = self.api.apply(folder.name, batch)
         summary.files_processed += result.upserted
         summary.chunks_written += result.chunks_written
+
+    # --- dry run -----------------------------------------------------------------------
+
+    def plan(self, folders: list[Folder], scope: str = "", force: bool = False) -> dict[str, object]:
+        """What a run would do, without embedding: files, chunks (real tokenizer), time, disk."""
+        files = changed = chunks = text_bytes = 0
+        skipped: Counter[str] = Counter()
+        for folder in folders:
+            root = Path(folder.path)
+            prefix = scope.rstrip("/") + "/" if scope else ""
+            manifest = {e.path: e for e in self.api.manifest(folder.name).files}
+            self.out.line(f"{folder.name}  {folder.path}")
+            for verdict in FileList.from_settings(root, self.settings).verdicts():
+                if not verdict.path.startswith(prefix):
+                    continue
+                if not verdict.included:
+                    skipped[verdict.rule] += 1
+                    continue
+                files += 1
+                if not force and self._unchanged(root, verdict.path, manifest.get(verdict.path)):
+                    continue
+                prepared = self._prepare(root, verdict.path)
+                if isinstance(prepared, Unindexable):
+                    skipped[prepared.reason] += 1
+                    continue
+                changed += 1
+                chunks += len(prepared.chunks)
+                text_bytes += sum(len(c.text.encode()) for c in prepared.chunks)
+                self.out.line(f"  would index  {verdict.path}  ({len(prepared.chunks)} chunks)")
+        rate = self.embedder.info().measured_chunks_per_second or 0.0
+        seconds = chunks / rate if rate else None
+        disk = text_bytes + chunks * BYTES_PER_CHUNK_OVERHEAD
+        eta = f"~{seconds:,.0f}s at {rate:.1f} chunks/s" if seconds is not None else "unknown (no throughput yet)"
+        self.out.line(
+            f"dry run: {files:,} files ({changed:,} new or changed), ~{chunks:,} chunks, "
+            f"embedding {eta}, ~{disk / 1e6:.1f} MB on disk"
+        )
+        return {
+            "dryRun": True,
+            "files": files,
+            "filesToIndex": changed,
+            "chunks": chunks,
+            "embedSeconds": round(seconds, 1) if seconds is not None else None,
+            "chunksPerSecond": round(rate, 2),
+            "diskBytes": disk,
+            "skippedBy": dict(sorted(skipped.items())),
+        }

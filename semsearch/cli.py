@@ -52,8 +52,9 @@ def main() -> None:
 @click.option("--host", envvar="SEMSEARCH_HOST", default="127.0.0.1", show_default=True, help="API bind address.")
 @click.option("--port", envvar="SEMSEARCH_PORT", type=int, default=8765, show_default=True, help="API port.")
 @click.option("--embedder-port", envvar="SEMSEARCH_EMBEDDER_PORT", type=int, default=8766, show_default=True)
-def serve(host: str, port: int, embedder_port: int) -> None:
-    """Run the embedder and the API (the same entrypoints as their containers) until Ctrl-C."""
+@click.option("--watch", is_flag=True, help="Also re-index registered folders as their files change.")
+def serve(host: str, port: int, embedder_port: int, watch: bool) -> None:
+    """Run the embedder, the API and an indexer worker (their container entrypoints) until Ctrl-C."""
     env = dict(
         os.environ,
         SEMSEARCH_HOST=host,
@@ -65,6 +66,10 @@ def serve(host: str, port: int, embedder_port: int) -> None:
     children = {
         "embedder": subprocess.Popen([sys.executable, "-m", "embedder"], env=env),
         "api": subprocess.Popen([sys.executable, "-m", "api"], env=env),
+        # Runs index requests made over REST/MCP; --watch also follows file changes.
+        "indexer": subprocess.Popen(
+            [sys.executable, "-m", "indexer", "--worker", *(["--watch"] if watch else [])], env=env
+        ),
     }
     stopping = False
 
@@ -168,12 +173,57 @@ def remove(target: str, keep_index: bool) -> None:
 @main.command()
 @click.argument("path", required=False)
 @click.option("--force", is_flag=True, help="Re-read and re-embed every file.")
-@click.option("--max-files", type=int, help="Stop after N newly processed files.")
-def index(path: str | None, force: bool, max_files: int | None) -> None:
+@click.option("--max-files", type=int, help="Stop after N newly processed files (the summary says truncated).")
+@click.option("--dry-run", is_flag=True, help="List what would be indexed and estimate chunks, time and disk.")
+@click.option("--verbose", is_flag=True, help="Log every file (indexed, skipped and why, deleted) to stderr.")
+@click.option("--concurrency", type=int, help="Threads reading and chunking ahead of the embedder.")
+@click.option("--watch", is_flag=True, help="After the pass, re-index what changes until Ctrl-C.")
+def index(
+    path: str | None,
+    force: bool,
+    max_files: int | None,
+    dry_run: bool,
+    verbose: bool,
+    concurrency: int | None,
+    watch: bool,
+) -> None:
     """Index all registered folders, or just PATH (a folder, or a path inside one)."""
     from indexer.main import run_index
 
-    sys.exit(run_index(Settings(), path, force, max_files))
+    if not watch:
+        sys.exit(run_index(Settings(), path, force, max_files, dry_run, verbose, concurrency))
+    import threading
+
+    from indexer.worker import Worker
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    Worker(Settings(), watch=True, requests=False, path=path, verbose=verbose).run(stop)
+
+
+@main.command()
+@click.argument("path")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@api_errors
+def explain(path: str, as_json: bool) -> None:
+    """Why PATH is, or is not, indexed: the rule that decided and its chunks."""
+    from indexer.main import explain as explain_path
+
+    result = explain_path(Settings(), path)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+        return
+    click.echo(
+        f"{result.get('relPath') or result['path']}" + (f"  (folder {result['folder']})" if "folder" in result else "")
+    )
+    verdict = "indexed" if result["indexed"] else "not indexed"
+    click.echo(f"  {verdict}: {result['rule']} — {result['detail']}")
+    if "chunks" in result:
+        state = "not in the index yet" if not result["inIndex"] else f"{result['chunks']} chunks in the index"
+        if result.get("stale"):
+            state += " (changed since indexed: run `semsearch index`)"
+        click.echo(f"  {state}")
 
 
 @main.command()

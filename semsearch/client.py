@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import httpx
 
 from semsearch.config import Settings
 from semsearch.schemas import (
+    ClaimIn,
     Folder,
     FolderIn,
     IndexBatch,
     IndexBatchResult,
+    Lease,
+    LeaseIn,
     Manifest,
+    Run,
+    RunFinish,
+    RunProgress,
+    RunRequest,
     SearchRequest,
     SearchResponse,
     Status,
@@ -86,6 +94,42 @@ class ApiClient:
         return IndexBatchResult.model_validate(
             self._request("POST", f"/v1/folders/{folder}/batches", json=batch.dump())
         )
+
+    def take_lease(self, folder: str, holder: str) -> Lease:
+        return Lease.model_validate(
+            self._request("POST", f"/v1/folders/{folder}/lease", json=LeaseIn(holder=holder).dump())
+        )
+
+    def release_lease(self, folder: str, lease_id: str) -> None:
+        with contextlib.suppress(httpx.TransportError):  # an unreleased lease expires by itself
+            self._http.delete(f"/v1/folders/{folder}/lease/{lease_id}")
+
+    # --- requested runs ------------------------------------------------------------
+
+    def request_run(self, request: RunRequest) -> Run:
+        return Run.model_validate(self._request("POST", "/v1/runs", json=request.dump()))
+
+    def run(self, run_id: str, wait: float = 0) -> Run:
+        return Run.model_validate(self._request("GET", f"/v1/runs/{run_id}", params={"wait": wait}))
+
+    def claim_run(self, worker: str, wait_s: float = 20) -> Run | None:
+        try:
+            response = self._http.post(
+                "/v1/runs/claim", json=ClaimIn(worker=worker, wait_s=wait_s).dump(), timeout=wait_s + 30
+            )
+        except httpx.TransportError as exc:
+            raise ApiUnreachable(0, f"semsearch API not reachable at {self.url} ({type(exc).__name__})") from exc
+        if response.status_code == 204:
+            return None
+        if response.is_error:
+            raise ApiError(response.status_code, f"{response.status_code}: {response.text}")
+        return Run.model_validate(response.json())
+
+    def run_progress(self, run_id: str, progress: RunProgress) -> None:
+        self._request("POST", f"/v1/runs/{run_id}/progress", json=progress.dump())
+
+    def finish_run(self, run_id: str, result: RunFinish) -> None:
+        self._request("POST", f"/v1/runs/{run_id}/finish", json=result.dump())
 
     # --- search & status -----------------------------------------------------------
 

@@ -58,9 +58,17 @@ class Settings(BaseSettings):
     max_file_size_bytes: int = Field(
         500_000, description="Larger files are almost always generated or data, and would flood results."
     )
+    max_document_bytes: int = Field(
+        25_000_000, description="PDF/DOCX limit: their size is mostly layout and images, not text."
+    )
+    global_indexignore: Path | None = Field(
+        None, description="An .indexignore applied to every folder; default: `indexignore` in the data dir."
+    )
     chunk_tokens: int = Field(200, description="Target chunk size: long enough for context, short of the window.")
+    chunk_overlap_tokens: int = Field(35, description="Shared between neighbours so a sentence cut in two is found.")
     chunk_max_tokens: int = Field(254, description="Hard cap: 254 + [CLS] + [SEP] = the model's 256 window.")
     embed_batch_chunks: int = Field(64, description="Chunks per Embed call: amortises gRPC, bounds memory.")
+    index_concurrency: int = Field(2, description="Threads reading and chunking ahead of the embedder.")
     write_batch_files: int = Field(32, description="Files per write to the API: few commits, small fragments.")
 
     # --- API / search ------------------------------------------------------
@@ -83,6 +91,10 @@ class Settings(BaseSettings):
     @property
     def index_dir(self) -> Path:
         return self.data_dir / "index"
+
+    @property
+    def global_indexignore_path(self) -> Path:
+        return self.global_indexignore or self.data_dir / "indexignore"
 
     @property
     def folders_file(self) -> Path:

@@ -8,6 +8,7 @@ error, not a silently ignored option.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any, Literal
 
 from pydantic import Base64Bytes, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -63,14 +64,26 @@ class ChunkIn(Wire):
     page: int | None = None
 
 
+class DocMeta(Wire):
+    """Markdown frontmatter kept as metadata (lifecycle and filters use it)."""
+
+    title: str | None = None
+    status: str | None = None
+    superseded_by: str | None = None
+    date: str | None = None
+    tags: list[str] = []
+
+
 class FileChunks(FileStamp):
     chunks: list[ChunkIn]
     vectors: Base64Bytes = Field(description="len(chunks) x dimension little-endian float32, base64.")
+    meta: DocMeta = DocMeta()
 
 
 class IndexBatch(Wire):
     """Changes to one folder, applied file by file: each file's chunks are replaced atomically."""
 
+    lease: str | None = Field(None, description="The writer's lease on the folder, when it holds one.")
     model_id: str
     dimension: int
     upserts: list[FileChunks] = []
@@ -83,6 +96,57 @@ class IndexBatchResult(Wire):
     touched: int
     deleted: int
     chunks_written: int
+
+
+class LeaseIn(Wire):
+    holder: str = Field(max_length=200, description="Who writes: shown to anyone refused meanwhile.")
+
+
+class Lease(Wire):
+    id: str
+    folder: str
+    holder: str
+    since: datetime
+    expires_at: datetime
+
+
+# --- requested index runs -------------------------------------------------------
+
+
+class RunRequest(Wire):
+    folder: str | None = Field(None, description="A folder name; all folders when omitted.")
+    force: bool = False
+    max_files: int | None = Field(None, ge=1)
+
+
+class RunProgress(Wire):
+    files_done: int = 0
+    files_total: int = 0
+    chunks: int = 0
+    folder: str | None = None
+
+
+class RunFinish(Wire):
+    summary: dict[str, Any] | None = None
+    error: str | None = None
+
+
+class Run(Wire):
+    id: str
+    state: Literal["queued", "running", "done", "failed"]
+    request: RunRequest
+    progress: RunProgress = RunProgress()
+    summary: dict[str, Any] | None = None
+    error: str | None = None
+    worker: str | None = None
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+class ClaimIn(Wire):
+    worker: str = Field(max_length=200)
+    wait_s: float = Field(20.0, ge=0, le=60, description="Long-poll: how long to wait for a queued run.")
 
 
 # --- search ------------------------------------------------------------------

@@ -1,0 +1,139 @@
+"""Who may write, and what index runs were asked for. Both in memory: they describe the
+present, and a restarted API starts with no writer and no queue.
+
+Leases: one writer per folder at a time. An indexer takes a lease before its first write
+and renews it with every batch; a second writer is refused with a message naming the
+first. A crashed writer's lease simply expires.
+
+Runs: a script or an agent asks for an index run (`POST /v1/runs`); an indexer worker
+claims it (long-poll), reports progress and the summary; the asker follows it by id.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections import OrderedDict
+from datetime import UTC, datetime, timedelta
+
+from semsearch.schemas import Lease, Run, RunFinish, RunProgress, RunRequest
+
+LEASE_TTL = timedelta(seconds=120)  # a writer renews with every batch; this only frees crashed ones
+KEEP_RUNS = 200  # finished runs remembered for `index_status`
+
+
+class LeaseConflict(Exception):
+    """Another writer holds the folder."""
+
+
+class RunNotFound(KeyError):
+    pass
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Leases:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_folder: dict[str, Lease] = {}
+
+    def acquire(self, folder: str, holder: str) -> Lease:
+        with self._lock:
+            current = self._by_folder.get(folder)
+            if current is not None and current.expires_at > now():
+                raise LeaseConflict(
+                    f"folder {folder!r} is being indexed by {current.holder} since "
+                    f"{current.since:%H:%M:%S} UTC; wait for that run to finish (it holds the folder until "
+                    f"{current.expires_at:%H:%M:%S} UTC at most if it died)"
+                )
+            lease = Lease(id=uuid.uuid4().hex, folder=folder, holder=holder, since=now(), expires_at=now() + LEASE_TTL)
+            self._by_folder[folder] = lease
+            return lease
+
+    def check(self, folder: str, lease_id: str | None) -> None:
+        """Writes need the folder's live lease if anyone holds one; renews it."""
+        with self._lock:
+            current = self._by_folder.get(folder)
+            if current is None or current.expires_at <= now():
+                return
+            if current.id != lease_id:
+                raise LeaseConflict(
+                    f"folder {folder!r} is being indexed by {current.holder}; this write was refused "
+                    "so the two runs cannot interleave"
+                )
+            current.expires_at = now() + LEASE_TTL
+
+    def release(self, folder: str, lease_id: str) -> None:
+        with self._lock:
+            current = self._by_folder.get(folder)
+            if current is not None and current.id == lease_id:
+                del self._by_folder[folder]
+
+
+class Runs:
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._runs: OrderedDict[str, Run] = OrderedDict()
+
+    def request(self, request: RunRequest) -> Run:
+        run = Run(id=uuid.uuid4().hex[:12], state="queued", request=request, created_at=now())
+        with self._cond:
+            self._runs[run.id] = run
+            self._trim()
+            self._cond.notify_all()
+        return run
+
+    def get(self, run_id: str) -> Run:
+        with self._cond:
+            if run_id not in self._runs:
+                raise RunNotFound(f"no index run {run_id!r}; runs are kept in memory until the API restarts")
+            return self._runs[run_id]
+
+    def recent(self) -> list[Run]:
+        with self._cond:
+            return list(reversed(self._runs.values()))
+
+    def claim(self, worker: str, wait_s: float) -> Run | None:
+        deadline = now() + timedelta(seconds=wait_s)
+        with self._cond:
+            while True:
+                for run in self._runs.values():
+                    if run.state == "queued":
+                        run.state, run.worker, run.started_at = "running", worker, now()
+                        return run
+                remaining = (deadline - now()).total_seconds()
+                if remaining <= 0:
+                    return None
+                self._cond.wait(remaining)
+
+    def progress(self, run_id: str, progress: RunProgress) -> Run:
+        with self._cond:
+            run = self.get(run_id)
+            run.progress = progress
+            return run
+
+    def finish(self, run_id: str, result: RunFinish) -> Run:
+        with self._cond:
+            run = self.get(run_id)
+            run.state = "failed" if result.error else "done"
+            run.summary, run.error, run.finished_at = result.summary, result.error, now()
+            self._cond.notify_all()
+            return run
+
+    def wait(self, run_id: str, timeout_s: float) -> Run:
+        """Blocks until the run is finished or the timeout passes; returns it either way."""
+        deadline = now() + timedelta(seconds=timeout_s)
+        with self._cond:
+            while True:
+                run = self.get(run_id)
+                remaining = (deadline - now()).total_seconds()
+                if run.state in ("done", "failed") or remaining <= 0:
+                    return run
+                self._cond.wait(remaining)
+
+    def _trim(self) -> None:
+        finished = [r.id for r in self._runs.values() if r.state in ("done", "failed")]
+        for run_id in finished[: max(0, len(self._runs) - KEEP_RUNS)]:
+            del self._runs[run_id]

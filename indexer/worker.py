@@ -1,0 +1,169 @@
+"""The long-running indexer: runs requested index runs and/or follows file changes.
+
+Everything it does goes through one queue and one loop, so a watched change and a
+requested run never index the same folder at the same time.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import watchfiles
+
+from embedder.client import EmbedderError
+from indexer.main import connect, resolve_target
+from indexer.progress import Reporter
+from semsearch.client import ApiClient, ApiError
+from semsearch.config import Settings
+from semsearch.schemas import Run, RunFinish, RunProgress
+
+DEBOUNCE_MS = 1_000  # editors and `git checkout` write in bursts; one pass per burst
+FOLDER_POLL_S = 10.0  # how often the watcher notices folders added or removed
+RETRY_S = 3.0  # after the API or embedder was unreachable
+
+
+@dataclass(frozen=True)
+class _Job:
+    folder: str | None = None  # a watched folder that changed
+    run: Run | None = None  # a requested run
+
+
+class Worker:
+    def __init__(
+        self, settings: Settings, watch: bool, requests: bool, path: str | None = None, verbose: bool = False
+    ) -> None:
+        self.settings = settings
+        self.watch = watch
+        self.requests = requests
+        self.path = path
+        self.verbose = verbose
+        self.name = f"worker pid {os.getpid()} on {socket.gethostname()}"
+        self.jobs: queue.Queue[_Job] = queue.Queue()
+
+    def run(self, stop: threading.Event) -> None:
+        threads = []
+        if self.requests:
+            threads.append(threading.Thread(target=self._claim_loop, args=(stop,), daemon=True, name="claim"))
+        if self.watch:
+            threads.append(threading.Thread(target=self._watch_loop, args=(stop,), daemon=True, name="watch"))
+        for thread in threads:
+            thread.start()
+        if self.watch:
+            self.jobs.put(_Job(folder="*"))  # catch up on what changed while nobody watched
+        while not stop.is_set():
+            try:
+                job = self.jobs.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            if job.run is not None:
+                self._run_request(job.run)
+            elif job.folder is not None:
+                self._index_changed(job.folder)
+
+    # --- sources of work ---------------------------------------------------------------
+
+    def _claim_loop(self, stop: threading.Event) -> None:
+        with ApiClient(self.settings) as api:
+            while not stop.is_set():
+                try:
+                    run = api.claim_run(self.name, wait_s=10)
+                except ApiError:
+                    stop.wait(RETRY_S)
+                    continue
+                if run is not None:
+                    self.jobs.put(_Job(run=run))
+
+    def _watch_loop(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                with ApiClient(self.settings) as api:
+                    folders = {f.path: f.name for f in resolve_target(api.folders(), self.path)[0]}
+            except (ApiError, ValueError):
+                stop.wait(RETRY_S)
+                continue
+            roots = [p for p in folders if Path(p).is_dir()]
+            if not roots:
+                stop.wait(FOLDER_POLL_S)
+                continue
+            started = time.monotonic()
+            for changes in watchfiles.watch(
+                *roots, debounce=DEBOUNCE_MS, stop_event=stop, yield_on_timeout=True, rust_timeout=2_000
+            ):
+                touched = {
+                    name
+                    for _, changed in changes
+                    for root, name in folders.items()
+                    if changed == root or changed.startswith(root.rstrip(os.sep) + os.sep)
+                }
+                for name in sorted(touched):
+                    self.jobs.put(_Job(folder=name))
+                if time.monotonic() - started > FOLDER_POLL_S:
+                    started = time.monotonic()
+                    if self._folders_changed(folders):
+                        break  # watch the new set of folders
+
+    def _folders_changed(self, known: dict[str, str]) -> bool:
+        try:
+            with ApiClient(self.settings) as api:
+                return {f.path: f.name for f in resolve_target(api.folders(), self.path)[0]} != known
+        except (ApiError, ValueError):
+            return False
+
+    # --- doing the work -----------------------------------------------------------------
+
+    def _index_changed(self, name: str) -> None:
+        pending = {name}
+        while True:  # fold queued duplicates into this pass
+            try:
+                job = self.jobs.get_nowait()
+            except queue.Empty:
+                break
+            if job.folder is not None:
+                pending.add(job.folder)
+            else:
+                self.jobs.put(job)
+                break
+        try:
+            with connect(self.settings, Reporter(verbose=self.verbose, interactive=False)) as indexer:
+                folders, scope = resolve_target(indexer.api.folders(), self.path)
+                targets = folders if "*" in pending else [f for f in folders if f.name in pending]
+                if targets:
+                    summary = indexer.run(targets, scope)
+                    print("watch  " + summary.line(summary.seconds), flush=True)
+        except (ApiError, EmbedderError, ValueError) as exc:
+            print(f"semsearch watch: {exc}; retrying in {RETRY_S:.0f}s", flush=True)
+            time.sleep(RETRY_S)
+            self.jobs.put(_Job(folder="*" if "*" in pending else sorted(pending)[0]))
+
+    def _run_request(self, run: Run) -> None:
+        reporter = Reporter(verbose=self.verbose, interactive=False)
+        last = 0.0
+        try:
+            with connect(self.settings, reporter) as indexer:
+
+                def progress(folder: str, done: int, total: int, chunks: int) -> None:
+                    nonlocal last
+                    if time.monotonic() - last > 0.5 or done == total:
+                        last = time.monotonic()
+                        indexer.api.run_progress(
+                            run.id, RunProgress(folder=folder, files_done=done, files_total=total, chunks=chunks)
+                        )
+
+                reporter.hook = progress
+                folders = indexer.api.folders()
+                targets = [f for f in folders if run.request.folder in (None, f.name)]
+                summary = indexer.run(targets, force=run.request.force, max_files=run.request.max_files)
+                error = "; ".join(summary.errors) or None
+                indexer.api.finish_run(run.id, RunFinish(summary=summary.as_json(), error=error))
+        except (ApiError, EmbedderError) as exc:
+            try:
+                with ApiClient(self.settings) as api:
+                    api.finish_run(run.id, RunFinish(error=str(exc)))
+            except ApiError:
+                pass
