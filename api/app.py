@@ -25,7 +25,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.settings = settings
         app.state.store = Store(settings.index_dir)
         app.state.folders = FolderRegistry(settings.folders_file)
-        app.state.leases = Leases()
+        app.state.leases = Leases(settings.lease_ttl_s)
         app.state.runs = Runs()
         app.state.embedder = EmbedderClient(settings.embedder_target, timeout=settings.embedder_timeout_s)
         yield

@@ -143,7 +143,7 @@ def manifest(name: str, folders: FoldersDep, store: StoreDep) -> Manifest:
 
 @v1.post("/folders/{name}/lease", status_code=status.HTTP_201_CREATED)
 def take_lease(name: str, body: LeaseIn, folders: FoldersDep, leases: LeasesDep) -> Lease:
-    """Become the folder's only writer until released (or 2 minutes without a write)."""
+    """Become the folder's only writer until released (or `lease_ttl_s` without a write)."""
     return leases.acquire(folders.get(name).name, body.holder)
 
 

@@ -18,7 +18,6 @@ from datetime import UTC, datetime, timedelta
 
 from semsearch.schemas import Lease, Run, RunFinish, RunProgress, RunRequest
 
-LEASE_TTL = timedelta(seconds=120)  # a writer renews with every batch; this only frees crashed ones
 KEEP_RUNS = 200  # finished runs remembered for `index_status`
 
 
@@ -35,7 +34,8 @@ def now() -> datetime:
 
 
 class Leases:
-    def __init__(self) -> None:
+    def __init__(self, ttl_s: float) -> None:
+        self.ttl = timedelta(seconds=ttl_s)
         self._lock = threading.Lock()
         self._by_folder: dict[str, Lease] = {}
 
@@ -48,7 +48,7 @@ class Leases:
                     f"{current.since:%H:%M:%S} UTC; wait for that run to finish (it holds the folder until "
                     f"{current.expires_at:%H:%M:%S} UTC at most if it died)"
                 )
-            lease = Lease(id=uuid.uuid4().hex, folder=folder, holder=holder, since=now(), expires_at=now() + LEASE_TTL)
+            lease = Lease(id=uuid.uuid4().hex, folder=folder, holder=holder, since=now(), expires_at=now() + self.ttl)
             self._by_folder[folder] = lease
             return lease
 
@@ -63,7 +63,7 @@ class Leases:
                     f"folder {folder!r} is being indexed by {current.holder}; this write was refused "
                     "so the two runs cannot interleave"
                 )
-            current.expires_at = now() + LEASE_TTL
+            current.expires_at = now() + self.ttl
 
     def release(self, folder: str, lease_id: str) -> None:
         with self._lock:

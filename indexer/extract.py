@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import logging
 import os
 import stat
 import zipfile
@@ -80,6 +81,8 @@ def extract(path: Path, max_bytes: int) -> Document:
 
 def _pdf(path: Path, data: bytes) -> list[Segment]:
     from pypdf import PdfReader  # imported here: only PDF files pay for it
+
+    logging.getLogger("pypdf").setLevel(logging.ERROR)  # we report broken files ourselves, once
 
     try:
         reader = PdfReader(io.BytesIO(data))

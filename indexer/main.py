@@ -33,13 +33,18 @@ def resolve_target(folders: list[Folder], path: str | None) -> tuple[list[Folder
     for folder in folders:
         if folder.name == path:
             return [folder], ""
-    real = os.path.realpath(path)
+    absolute = os.path.abspath(path)
+    resolved = os.path.realpath(absolute)
+    # A symlink *inside* a folder is a path in that folder (and is explained as a symlink),
+    # so the last component is not resolved when looking for the containing folder.
+    lexical = os.path.join(os.path.realpath(os.path.dirname(absolute)), os.path.basename(absolute))
     for folder in folders:
         root = os.path.realpath(folder.path)
-        if real == root:
+        if resolved == root:
             return [folder], ""
-        if real.startswith(root + os.sep):
-            return [folder], os.path.relpath(real, root).replace(os.sep, "/")
+        for candidate in (lexical, resolved):
+            if candidate.startswith(root + os.sep):
+                return [folder], os.path.relpath(candidate, root).replace(os.sep, "/")
     raise TargetError(f"{path} is not inside a registered folder; add it first with `semsearch add {path}`")
 
 

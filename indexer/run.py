@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+import numpy as np
+
 from embedder.client import EmbedderClient
 from indexer.chunker import chunk_document
 from indexer.discovery import FileList, size_limit
@@ -270,7 +272,10 @@ class Indexer:
         if not len(pending):
             return
         texts = [c.text for p in pending.upserts for c in p.chunks]
-        vectors = self.embedder.embed(texts) if texts else None
+        step = self.settings.embed_batch_chunks  # one big file can hold more chunks than one call should carry
+        vectors = (
+            np.vstack([self.embedder.embed(texts[i : i + step]) for i in range(0, len(texts), step)]) if texts else None
+        )
         upserts, offset = [], 0
         for p in pending.upserts:
             n = len(p.chunks)

@@ -77,6 +77,9 @@ class Settings(BaseSettings):
     max_query_chars: int = Field(4_000, description="Longer queries are truncated by the model anyway.")
     max_body_bytes: int = Field(64 * 1024 * 1024, description="Largest request body the API reads.")
     embedder_timeout_s: float = Field(60.0, description="A batch of 64 long chunks takes a few s on 2 cores.")
+    lease_ttl_s: float = Field(
+        60.0, description="A writer renews its folder lease with every batch; this only frees crashed ones."
+    )
     api_timeout_s: float = Field(120.0, description="Writes of large batches can take a while on slow disks.")
 
     @cached_property

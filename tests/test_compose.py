@@ -25,7 +25,7 @@ def compose_cmd(*args: str, token: str | None = "ci-check") -> subprocess.Comple
 
 @pytest.fixture(scope="module")
 def config() -> dict:
-    result = compose_cmd("--profile", "mcp", "config", "--format", "json")
+    result = compose_cmd("--profile", "mcp", "--profile", "job", "config", "--format", "json")
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)  # type: ignore[no-any-return]
 
@@ -42,7 +42,9 @@ def test_a_missing_token_is_an_error_not_an_open_api() -> None:
 
 def test_services_and_their_order(config: dict) -> None:
     services = config["services"]
-    assert set(services) == {"embedder", "api", "indexer", "mcp-bridge"}
+    assert set(services) == {"embedder", "api", "indexer", "indexer-worker", "mcp-bridge"}
+    assert services["indexer-worker"]["command"] == ["--worker", "--watch"]
+    assert services["indexer"]["profiles"] == ["job"]
     assert services["api"]["depends_on"]["embedder"]["condition"] == "service_healthy"
     assert services["indexer"]["depends_on"]["api"]["condition"] == "service_healthy"
     assert "healthcheck" in services["embedder"] and "healthcheck" in services["api"]
@@ -52,14 +54,14 @@ def test_only_the_api_is_published_and_only_on_loopback(config: dict) -> None:
     services = config["services"]
     assert "ports" not in services["embedder"]
     assert [p["host_ip"] for p in services["api"]["ports"]] == ["127.0.0.1"]
-    for name in ("indexer", "mcp-bridge"):
+    for name in ("indexer", "indexer-worker", "mcp-bridge"):
         assert "ports" not in services[name]
     assert config["networks"]["backend"]["internal"] is True
     assert services["embedder"]["networks"].keys() == {"backend"}
 
 
 def test_corpus_is_read_only_at_the_same_path(config: dict) -> None:
-    for name in ("api", "indexer"):
+    for name in ("api", "indexer", "indexer-worker"):
         binds = [v for v in config["services"][name]["volumes"] if v["type"] == "bind"]
         assert binds, name
         for bind in binds:
