@@ -42,7 +42,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(ModelMismatch)
     async def model_mismatch(request: Request, exc: ModelMismatch) -> JSONResponse:
-        return problem(409, "Model mismatch", f"{exc}; rebuild with `semsearch index --force` after removing the index")
+        return problem(409, "Model mismatch", str(exc))
 
     @app.exception_handler(LeaseConflict)
     async def lease_conflict(request: Request, exc: LeaseConflict) -> JSONResponse:

@@ -1,39 +1,181 @@
-"""The one ranking function. REST, CLI and MCP all reach search through `search()`."""
+"""The one ranking function. REST, CLI and MCP all reach search through `search()`.
+
+Two arms over the same chunks — vector (cosine) and BM25 over code-aware tokens — each
+filtered inside LanceDB, fused with weighted Reciprocal Rank Fusion. In hybrid mode the
+BM25 arm only counts through the query's informative terms: when a question's words are
+common ones, plain BM25 ranks noise and drags good vector results down.
+"""
 
 from __future__ import annotations
 
 import os
 import time
+from collections import Counter
+from typing import Any
 
-from api.folders import FolderRegistry
-from api.store import Store
+import numpy as np
+
+from api import filters
+from api.folders import FolderError, FolderRegistry
+from api.fusion import abstain_message, is_exact, label, lifecycle_label, passes, rrf
+from api.lexical import identifiers_in, query_terms
+from api.store import ModelMismatch, Store
 from embedder.client import EmbedderClient
+from semsearch.config import Settings
 from semsearch.schemas import Hit, SearchRequest, SearchResponse
 
+HIDDEN = set(filters.HIDDEN_STATUSES)
 
-def search(request: SearchRequest, store: Store, embedder: EmbedderClient, folders: FolderRegistry) -> SearchResponse:
+
+def informative_terms(terms: list[str], store: Store, max_doc_freq: float) -> list[str]:
+    """Terms rare enough to say something: in at most max(5, max_doc_freq x N) chunks and in no
+    more than half of them."""
+    total = store.chunk_count()
+    cap = max(5, int(max_doc_freq * total))
+    if total >= 10:
+        cap = min(cap, total // 2)
+    return [t for t in terms if store.doc_freq(t, cap) <= cap]
+
+
+def is_exact_query(query: str, identifiers: list[str]) -> bool:
+    """The query is just identifiers (`getUserName`, `ERR_CONN_RESET user_id`): exact hits go first."""
+    words = query.split()
+    return bool(identifiers) and len(words) <= 3 and len(identifiers) == len(words)
+
+
+def search(
+    request: SearchRequest, store: Store, embedder: EmbedderClient, folders: FolderRegistry, settings: Settings
+) -> SearchResponse:
     started = time.perf_counter()
     registered = {f.name: f.path for f in folders.all()}
-    vector = embedder.embed([request.query], query=True)[0]
-    # Only registered folders: a folder removed with --keep-index stays on disk but out of results.
-    rows = store.vector_search(vector, request.k, sorted(registered))
-    hits = [
-        Hit(
-            file_path=os.path.join(registered[row["folder"]], row["path"]),
-            folder=row["folder"],
-            rel_path=row["path"],
-            start_line=row["start_line"],
-            end_line=row["end_line"],
-            page=row["page"],
-            heading=row["heading"],
-            text=row["text"],
-            score=round(row["cosine"], 4),
+    unknown = sorted(set(request.folder or []) - set(registered))
+    if unknown:
+        raise FolderError(f"no folder named {unknown[0]!r}; `semsearch list` shows the registered ones")
+    wanted = [name for name in registered if not request.folder or name in request.folder]
+    clauses = filters.build(request, wanted, settings)
+    where = filters.where(clauses)
+    mode = request.mode or ("hybrid" if settings.hybrid_search else "vector")
+    min_score = settings.min_score if request.min_score is None else request.min_score
+
+    vector, model_id = embedder.embed_query(request.query)
+    if store.model_id is not None and model_id != store.model_id:
+        raise ModelMismatch(
+            f"the index was built with {store.model_id} but the embedder serves {model_id}; "
+            "rebuild the index with `semsearch index --rebuild`"
         )
-        for row in rows
-    ]
+    pool = max(request.k * settings.pool_multiplier, settings.pool_min)
+    if request.group == "file":
+        pool *= 2  # several chunks of one file compete for one place
+    vector_rows = store.vector_search(vector, pool, where) if mode != "lexical" else []
+    lexical_rows: list[dict[str, Any]] = []
+    if mode != "vector":
+        terms = query_terms(request.query)
+        if mode == "hybrid":
+            terms = informative_terms(terms, store, settings.lexical_max_doc_freq)
+        lexical_rows = store.lexical_search(terms, pool, where)
+
+    rows: dict[str, dict[str, Any]] = {}
+    for row in lexical_rows:
+        # Vectors are unit length, so the dot product is the cosine.
+        row["cosine"] = float(np.dot(np.asarray(row.pop("vector"), dtype=np.float32), vector))
+        rows[row["id"]] = row
+    rows.update({row["id"]: row for row in vector_rows})
+    fused = rrf(
+        [r["id"] for r in vector_rows],
+        [r["id"] for r in lexical_rows],
+        settings.rrf_k,
+        settings.vector_weight,
+        settings.lexical_weight,
+    )
+    identifiers = identifiers_in(request.query)
+    exact = {f.id for f in fused if is_exact(identifiers, rows[f.id]["text"])}
+    if exact and is_exact_query(request.query, identifiers):
+        fused.sort(key=lambda f: f.id not in exact)  # stable: exact hits first, each group in fused order
+
+    hits: list[Hit] = []
+    per_file: Counter[str] = Counter()
+    best: float | None = None
+    for f in fused:
+        row = rows[f.id]
+        best = row["cosine"] if best is None else max(best, row["cosine"])
+        if request.path_glob and not filters.matches_globs(row["path"], request.path_glob):
+            continue
+        if not passes(row["cosine"], f.id in exact, min_score):
+            continue
+        key = f"{row['folder']}/{row['path']}"
+        if request.group == "file" and per_file[key] >= request.per_file:
+            continue
+        per_file[key] += 1
+        hits.append(_hit(row, f.score, f.vector_rank, f.bm25_rank, f.id in exact, registered))
+        if len(hits) >= request.k:
+            break
+
+    message = None
+    if not hits:
+        message = _why_empty(rows, best, min_score, clauses, store, registered)
     return SearchResponse(
         query=request.query,
         hits=hits,
-        model_id=store.model_id or "",
+        model_id=store.model_id or model_id,
+        mode=mode,
         took_ms=round((time.perf_counter() - started) * 1000, 2),
+        message=message,
     )
+
+
+def _hit(
+    row: dict[str, Any],
+    score: float,
+    vector_rank: int | None,
+    bm25_rank: int | None,
+    exact: bool,
+    registered: dict[str, str],
+) -> Hit:
+    file_path = os.path.join(registered[row["folder"]], row["path"])
+    try:
+        stale = os.stat(file_path).st_mtime_ns != row["mtime_ns"]  # a stat, never a re-read
+    except OSError:
+        stale = True
+    why = label(row["cosine"], vector_rank, bm25_rank, exact)
+    if row["status"] in HIDDEN:
+        why += " " + lifecycle_label(row["status"], row["superseded_by"], row["date"])
+    return Hit(
+        file_path=file_path,
+        folder=row["folder"],
+        rel_path=row["path"],
+        start_line=row["start_line"],
+        end_line=row["end_line"],
+        page=row["page"],
+        heading=row["heading"],
+        text=row["text"],
+        score=round(score, 6),
+        cosine=round(row["cosine"], 4),
+        vector_rank=vector_rank,
+        bm25_rank=bm25_rank,
+        label=why,
+        stale=stale,
+        status=row["status"],
+        superseded_by=row["superseded_by"],
+        date=row["date"],
+    )
+
+
+def _why_empty(
+    rows: dict[str, dict[str, Any]],
+    best: float | None,
+    min_score: float,
+    clauses: list[filters.Clause],
+    store: Store,
+    registered: dict[str, str],
+) -> str:
+    if rows:
+        return abstain_message(best, min_score)
+    if not registered:
+        return "No folders registered; add one with `semsearch add PATH` and run `semsearch index`."
+    scope = clauses[0]
+    if store.count_where(scope.sql) == 0:
+        return f"Nothing indexed in {scope.name}; run `semsearch index`."
+    for clause in clauses[1:]:
+        if store.count_where(f"({scope.sql}) AND ({clause.sql})") == 0:
+            return f"No results: the filter {clause.name} matches nothing in the index."
+    return "No results: the filters together match nothing in the index."

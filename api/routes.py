@@ -6,9 +6,11 @@ blocking LanceDB and gRPC calls they make.
 
 from __future__ import annotations
 
-from typing import Annotated
+import math
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request, status
+import numpy as np
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 from fastapi.responses import JSONResponse, Response
 
 from api import retrieval
@@ -20,6 +22,7 @@ from embedder.client import EmbedderClient, EmbedderError
 from semsearch import __version__
 from semsearch.config import Settings
 from semsearch.schemas import (
+    Calibration,
     ClaimIn,
     EmbedderStatus,
     Folder,
@@ -29,6 +32,7 @@ from semsearch.schemas import (
     Lease,
     LeaseIn,
     Manifest,
+    ResetIn,
     Run,
     RunFinish,
     RunProgress,
@@ -207,9 +211,42 @@ def finish_run(run_id: str, body: RunFinish, runs: RunsDep) -> Run:
 
 
 @v1.post("/search")
-def search(body: SearchRequest, store: StoreDep, embedder: EmbedderDep, folders: FoldersDep) -> SearchResponse:
-    """Rank chunks for a query. Every interface (CLI, MCP) calls this."""
-    return retrieval.search(body, store, embedder, folders)
+def search(
+    body: SearchRequest, store: StoreDep, embedder: EmbedderDep, folders: FoldersDep, settings: SettingsDep
+) -> SearchResponse:
+    """Rank chunks for a query (hybrid vector + BM25, filters inside the query). Every interface calls this."""
+    return retrieval.search(body, store, embedder, folders, settings)
+
+
+@v1.post("/index/optimize")
+def optimize(store: StoreDep) -> dict[str, Any]:
+    """Bring the full-text index up to date, compact, drop old versions. Indexers call it after a run."""
+    return store.optimize()
+
+
+@v1.post("/index/reset")
+def reset(body: ResetIn, store: StoreDep) -> dict[str, str]:
+    """Drop every chunk and the recorded model (for `semsearch index --rebuild`)."""
+    if not body.confirm:
+        raise HTTPException(status.HTTP_400_BAD_REQUEST, 'send {"confirm": true} to drop the whole index')
+    store.reset()
+    return {"status": "reset"}
+
+
+@v1.get("/calibration")
+def calibration(
+    store: StoreDep, settings: SettingsDep, pairs: Annotated[int, Query(ge=10, le=5000)] = 500
+) -> Calibration:
+    """Cosine of random chunk pairs from your own index: its p99 is a floor for `minScore`."""
+    vectors = store.sample_vectors(2 * pairs)
+    if len(vectors) < 4:
+        return Calibration(pairs=0, p99=None, suggested_min_score=None, min_score=settings.min_score)
+    half = len(vectors) // 2
+    cosines = (vectors[:half] * vectors[half : 2 * half]).sum(axis=1)
+    p99 = float(np.percentile(cosines, 99))
+    return Calibration(
+        pairs=half, p99=round(p99, 4), suggested_min_score=math.ceil(p99 * 20) / 20, min_score=settings.min_score
+    )
 
 
 @v1.get("/status")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
@@ -21,13 +21,23 @@ import lancedb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from lancedb.index import FTS
 from lancedb.query import LanceVectorQueryBuilder
 
+from api.filters import sql_in, sql_str
+from api.lexical import lexical_document
 from semsearch.schemas import FileChunks, FileStamp, IndexBatch, ManifestEntry
 
 SCHEMA_VERSION = 1
 CHUNKS = "chunks"
 FILES = "files"
+RESULT_COLUMNS = [
+    "id", "folder", "path", "start_line", "end_line", "page", "heading", "text", "mtime_ns",
+    "status", "superseded_by", "date",
+]  # fmt: skip
+# Stemmed and stop-worded like a good BM25 baseline; our `lexical` column adds identifier parts.
+FTS_CONFIG = FTS(stem=True, remove_stop_words=True, lower_case=True, ascii_folding=True, max_token_length=60)
+VERSION_RETENTION = timedelta(minutes=5)  # readers older than this may hold old versions open
 
 
 class ModelMismatch(ValueError):
@@ -36,14 +46,6 @@ class ModelMismatch(ValueError):
 
 class InvalidBatch(ValueError):
     """A write whose parts do not fit together (e.g. vectors vs chunks)."""
-
-
-def sql_str(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
-def sql_in(column: str, values: list[str]) -> str:
-    return f"{column} IN ({', '.join(sql_str(v) for v in values)})"
 
 
 def chunk_schema(dimension: int) -> pa.Schema:
@@ -68,6 +70,8 @@ def chunk_schema(dimension: int) -> pa.Schema:
             pa.field("superseded_by", pa.string()),
             pa.field("doc_date", pa.string()),
             pa.field("tags", pa.list_(pa.string())),
+            pa.field("date", pa.string()),  # frontmatter date, else the file's mtime (YYYY-MM-DD), for filters
+            pa.field("lexical", pa.string(), nullable=False),  # what BM25 indexes: text + identifier parts
         ]
     )
 
@@ -103,6 +107,7 @@ class Store:
         names = set(self._db.list_tables().tables)
         self._files = self._db.open_table(FILES) if FILES in names else self._db.create_table(FILES, schema=FILE_SCHEMA)
         self._chunks = self._db.open_table(CHUNKS) if CHUNKS in names else None
+        self._fts_ready = False
 
     # --- identity --------------------------------------------------------------
 
@@ -110,17 +115,23 @@ class Store:
     def model_id(self) -> str | None:
         return self.meta.get("model_id")
 
-    def _claim_model(self, model_id: str, dimension: int) -> None:
-        """The first write fixes the model; later writes must match it."""
+    def _claim_model(self, model_id: str, dimension: int, chunking: dict[str, int] | None) -> None:
+        """The first write fixes the model (and records the chunking); later writes must match it."""
         if self.model_id is None:
-            self.meta = {"schema_version": SCHEMA_VERSION, "model_id": model_id, "dimension": dimension}
+            self.meta = {
+                "schema_version": SCHEMA_VERSION,
+                "model_id": model_id,
+                "dimension": dimension,
+                "chunking": chunking,
+            }
             tmp = self._meta_path.with_suffix(".tmp")
             tmp.write_text(json.dumps(self.meta, indent=2))
             tmp.replace(self._meta_path)
         elif (self.model_id, self.meta.get("dimension")) != (model_id, dimension):
             raise ModelMismatch(
                 f"the index was built with {self.model_id} ({self.meta.get('dimension')} dims) but these vectors "
-                f"come from {model_id} ({dimension} dims); vectors of two models are never mixed"
+                f"come from {model_id} ({dimension} dims); vectors of two models are never mixed — "
+                "rebuild with `semsearch index --rebuild`"
             )
         if self._chunks is None:
             self._chunks = self._db.create_table(CHUNKS, schema=chunk_schema(dimension), exist_ok=True)
@@ -130,7 +141,7 @@ class Store:
     def apply(self, folder: str, batch: IndexBatch) -> int:
         """Applies a batch of file changes; returns the number of chunks written."""
         with self._lock:
-            self._claim_model(batch.model_id, batch.dimension)
+            self._claim_model(batch.model_id, batch.dimension, batch.chunking)
             assert self._chunks is not None
             rows = self._chunk_rows(folder, batch)
             replaced = [f.path for f in batch.upserts] + list(batch.deletes)
@@ -155,6 +166,7 @@ class Store:
         for f in batch.upserts:
             vecs = self._vectors(f, batch.dimension)
             vectors.append(vecs)
+            mtime_date = datetime.fromtimestamp(f.mtime_ns / 1e9, UTC).date().isoformat()
             for i, chunk in enumerate(f.chunks):
                 columns["id"].append(f"{folder}\x00{f.path}\x00{f.sha256}\x00{i}")
                 columns["folder"].append(folder)
@@ -173,6 +185,8 @@ class Store:
                 columns["superseded_by"].append(f.meta.superseded_by)
                 columns["doc_date"].append(f.meta.date)
                 columns["tags"].append(f.meta.tags)
+                columns["date"].append(f.meta.date[:10] if f.meta.date else mtime_date)
+                columns["lexical"].append(lexical_document(chunk.text, chunk.heading))
         flat = np.concatenate(vectors).reshape(-1) if vectors else np.empty(0, dtype=np.float32)
         columns.pop("vector")
         schema = chunk_schema(batch.dimension)
@@ -254,25 +268,90 @@ class Store:
             for row in grouped.to_pylist()
         }
 
-    def vector_search(self, vector: np.ndarray, k: int, folders: list[str]) -> list[dict[str, Any]]:
-        if self._chunks is None or not folders:
+    def vector_search(self, vector: np.ndarray, limit: int, where: str) -> list[dict[str, Any]]:
+        """Nearest chunks by cosine, filtered inside the query; each row has `cosine`."""
+        if self._chunks is None:
             return []
         # Cosine is set on every query: LanceDB's default metric is L2.
-        query = cast(
-            LanceVectorQueryBuilder, self._chunks.search(vector.astype(np.float32), vector_column_name="vector")
-        )
+        search = self._chunks.search(vector.astype(np.float32), vector_column_name="vector")
+        query = cast(LanceVectorQueryBuilder, search)
         result = (
-            query.distance_type("cosine")
-            .where(sql_in("folder", folders), prefilter=True)
-            .select(["folder", "path", "start_line", "end_line", "page", "heading", "text"])
-            .limit(k)
+            query.distance_type("cosine").where(where, prefilter=True).select(RESULT_COLUMNS).limit(limit).to_arrow()
+        )
+        cosine = pc.subtract(1.0, result["_distance"]).to_pylist()
+        rows = result.drop(["_distance"]).to_pylist()
+        return [dict(row, cosine=float(c)) for row, c in zip(rows, cosine, strict=True)]
+
+    def lexical_search(self, terms: list[str], limit: int, where: str) -> list[dict[str, Any]]:
+        """BM25 over the `lexical` column (OR of the terms); rows carry their vector for the cosine."""
+        if self._chunks is None or not terms or not self._has_fts():
+            return []
+        query = " ".join(terms)
+        result = (
+            self._chunks.search(query, query_type="fts", fts_columns="lexical")
+            .where(where, prefilter=True)
+            .select([*RESULT_COLUMNS, "vector"])
+            .limit(limit)
             .to_arrow()
         )
-        cosine = pc.subtract(1.0, result["_distance"])
-        return [
-            dict(row, cosine=float(c))
-            for row, c in zip(result.drop(["_distance"]).to_pylist(), cosine.to_pylist(), strict=True)
-        ]
+        return cast(list[dict[str, Any]], result.to_pylist())
+
+    def doc_freq(self, term: str, cap: int) -> int:
+        """In how many chunks `term` occurs, counted up to cap + 1 (enough to say "too common")."""
+        if self._chunks is None or not self._has_fts():
+            return 0
+        hits = self._chunks.search(term, query_type="fts", fts_columns="lexical").select(["id"]).limit(cap + 1)
+        return int(hits.to_arrow().num_rows)
+
+    def count_where(self, where: str) -> int:
+        return 0 if self._chunks is None else int(self._chunks.count_rows(where))
+
+    def chunk_count(self) -> int:
+        return 0 if self._chunks is None else int(self._chunks.count_rows())
+
+    def _has_fts(self) -> bool:
+        if self._fts_ready:
+            return True
+        assert self._chunks is not None
+        self._fts_ready = any(i.index_type == "FTS" for i in self._chunks.list_indices())
+        return self._fts_ready
+
+    # --- maintenance ---------------------------------------------------------------
+
+    def optimize(self) -> dict[str, Any]:
+        """After an indexing run: build or update the full-text index, compact small fragments,
+        and drop old versions (kept for a few minutes so readers in flight never break)."""
+        with self._lock:
+            if self._chunks is None:
+                return {"chunks": 0}
+            if not self._has_fts():
+                self._chunks.create_index("lexical", config=FTS_CONFIG)
+                self._fts_ready = True
+            self._chunks.optimize(cleanup_older_than=VERSION_RETENTION)
+            self._files.optimize(cleanup_older_than=VERSION_RETENTION)
+            return {"chunks": self.chunk_count(), "version": self._chunks.version}
+
+    def sample_vectors(self, n: int, seed: int | None = None) -> np.ndarray:
+        """Up to n random chunk vectors (for the noise calibration)."""
+        total = self.chunk_count()
+        if total == 0 or self._chunks is None:
+            return np.empty((0, 0), dtype=np.float32)
+        rng = np.random.default_rng(seed)
+        offsets = sorted(int(o) for o in rng.choice(total, size=min(n, total), replace=False))
+        table = self._chunks.take_offsets(offsets).select(["vector"]).to_arrow()
+        return np.asarray(table["vector"].to_pylist(), dtype=np.float32)
+
+    def reset(self) -> None:
+        """Forget everything: used by `semsearch index --rebuild` (new model, new chunking)."""
+        with self._lock:
+            existing = set(self._db.list_tables().tables)
+            for name in (CHUNKS, FILES):
+                if name in existing:
+                    self._db.drop_table(name)
+            self._meta_path.unlink(missing_ok=True)
+            self.meta = {}
+            self._chunks, self._fts_ready = None, False
+            self._files = self._db.create_table(FILES, schema=FILE_SCHEMA)
 
     def disk_bytes(self) -> int:
         return sum(p.stat().st_size for p in self.index_dir.rglob("*") if p.is_file())

@@ -63,6 +63,12 @@ class EmbedderClient:
         response: pb.EmbedResponse = self._call("Embed", request)  # type: ignore[assignment]
         return np.frombuffer(response.vectors, dtype="<f4").reshape(response.count, response.dimension)
 
+    def embed_query(self, text: str) -> tuple[np.ndarray, str]:
+        """One query vector (scheduled ahead of bulk work) and the id of the model that made it."""
+        request = pb.EmbedRequest(inputs=[pb.EmbedInput(text=text, kind=pb.INPUT_KIND_QUERY)])
+        response: pb.EmbedResponse = self._call("Embed", request)  # type: ignore[assignment]
+        return np.frombuffer(response.vectors, dtype="<f4"), response.model_id
+
     def wait_ready(self, timeout: float) -> pb.InfoResponse:
         deadline = time.monotonic() + timeout
         while True:

@@ -135,6 +135,11 @@ class Indexer:
         self.model_id = info.model_id
         self.dimension = info.dimension
         self.holder = f"indexer pid {os.getpid()} on {socket.gethostname()}"
+        self.chunking = {
+            "target": settings.chunk_tokens,
+            "overlap": settings.chunk_overlap_tokens,
+            "limit": settings.chunk_max_tokens,
+        }
 
     def run(self, folders: list[Folder], scope: str = "", force: bool = False, max_files: int | None = None) -> Summary:
         """Index `folders`; with `scope`, only the part of the (single) folder under that relative path."""
@@ -151,8 +156,20 @@ class Indexer:
             total.add(summary)
             if summary.truncated or summary.errors:
                 break
+        if total.files_processed or total.files_deleted:
+            self.finish_run()
         total.seconds = time.perf_counter() - started
         return total
+
+    def finish_run(self) -> None:
+        """Fold new rows into the full-text index, compact, and report the noise calibration."""
+        self.api.optimize()
+        cal = self.api.calibration()
+        if cal.p99 is not None:
+            self.out.line(
+                f"Calibration: background noise p99 = {cal.p99:.3f} over {cal.pairs} random pairs "
+                f"-> suggested minScore {cal.suggested_min_score:.2f} (in use: {cal.min_score:.2f})"
+            )
 
     def index_folder(self, folder: Folder, scope: str, force: bool, max_files: int | None) -> Summary:
         summary = Summary()
@@ -286,7 +303,12 @@ class Indexer:
                 FileChunks(**p.stamp.model_dump(), chunks=p.chunks, meta=p.meta, vectors=base64.b64encode(block))
             )
         batch = IndexBatch(
-            lease=lease, model_id=self.model_id, dimension=self.dimension, upserts=upserts, touches=pending.touches
+            lease=lease,
+            chunking=self.chunking,
+            model_id=self.model_id,
+            dimension=self.dimension,
+            upserts=upserts,
+            touches=pending.touches,
         )
         result = self.api.apply(folder.name, batch)
         summary.files_processed += result.upserted

@@ -13,8 +13,10 @@ from functools import wraps
 from typing import Any, TypeVar
 
 import click
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from semsearch import __version__
 from semsearch.client import ApiClient, ApiError
@@ -22,7 +24,8 @@ from semsearch.config import Settings
 from semsearch.schemas import SearchRequest
 
 F = TypeVar("F", bound=Callable[..., Any])
-console = Console()
+# Piped output (scripts, logs) gets a wide table instead of wrapping paths at 80 columns.
+console = Console(width=None if sys.stdout.isatty() else 160)
 
 
 def api_errors(fn: F) -> F:
@@ -178,6 +181,7 @@ def remove(target: str, keep_index: bool) -> None:
 @click.option("--verbose", is_flag=True, help="Log every file (indexed, skipped and why, deleted) to stderr.")
 @click.option("--concurrency", type=int, help="Threads reading and chunking ahead of the embedder.")
 @click.option("--watch", is_flag=True, help="After the pass, re-index what changes until Ctrl-C.")
+@click.option("--rebuild", is_flag=True, help="Drop the whole index (e.g. after changing the model) and re-index.")
 def index(
     path: str | None,
     force: bool,
@@ -186,10 +190,18 @@ def index(
     verbose: bool,
     concurrency: int | None,
     watch: bool,
+    rebuild: bool,
 ) -> None:
     """Index all registered folders, or just PATH (a folder, or a path inside one)."""
     from indexer.main import run_index
 
+    if rebuild:
+        if path:
+            raise click.UsageError("--rebuild drops the whole index, so it takes no PATH")
+        with ApiClient(Settings()) as api:
+            api.reset_index()
+        click.echo("Index dropped; re-indexing every folder.", err=True)
+        force = True
     if not watch:
         sys.exit(run_index(Settings(), path, force, max_files, dry_run, verbose, concurrency))
     import threading
@@ -229,22 +241,50 @@ def explain(path: str, as_json: bool) -> None:
 @main.command()
 @click.argument("query")
 @click.option("-k", "k", type=int, default=10, show_default=True, help="How many results.")
+@click.option("--mode", type=click.Choice(["hybrid", "vector", "lexical"]), help="Ranking (default: hybrid).")
+@click.option("--folder", multiple=True, help="Only this folder (repeatable, or a,b).")
+@click.option("--glob", "path_glob", multiple=True, help="Only paths matching this glob, e.g. 'src/**/*.py'.")
+@click.option("--exclude", multiple=True, help="Skip paths containing this fragment (repeatable, or a,b).")
+@click.option("--ext", multiple=True, help="Only these extensions, e.g. py,md.")
+@click.option("--tag", "tags", multiple=True, help="Only documents with this frontmatter tag.")
+@click.option("--since", "date_from", help="Only documents dated on/after YYYY-MM-DD.")
+@click.option("--until", "date_to", help="Only documents dated on/before YYYY-MM-DD.")
+@click.option("--all", "include_all", is_flag=True, help="Include superseded/archived documents and excluded paths.")
+@click.option("--min-score", type=float, help="Cosine threshold for this query (default: minScore).")
+@click.option("--files", "group_files", is_flag=True, help="Group by file: at most --per-file chunks per file.")
+@click.option("--per-file", type=int, default=1, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON (same shape as the MCP tool).")
 @api_errors
-def search(query: str, k: int, as_json: bool) -> None:
+def search(query: str, as_json: bool, group_files: bool, **options: Any) -> None:
     """Find the chunks most relevant to QUERY."""
+    params = {key: (",".join(v) if isinstance(v, tuple) else v) for key, v in options.items()}
+    params = {key: v for key, v in params.items() if v not in (None, "", False)}
+    params.update(query=query, group="file" if group_files else "chunk")
+    try:
+        request = SearchRequest.model_validate(params)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise click.UsageError(problems) from exc
     with ApiClient(Settings()) as api:
-        response = api.search(SearchRequest(query=query, k=k))
+        response = api.search(request)
     if as_json:
         click.echo(json.dumps([h.dump() for h in response.hits], indent=2, ensure_ascii=False))
+        if not response.hits and response.message:
+            click.echo(response.message, err=True)
         return
     if not response.hits:
-        click.echo("No results.")
+        click.echo(response.message or "No results.")
         return
-    table = Table("score", "file", "lines", "preview", show_lines=False)
+    table = Table("why", "file", "lines", "preview", show_lines=False)
+    for column in table.columns[:3]:
+        column.no_wrap = True
     for hit in response.hits:
-        preview = " ".join(hit.text.split())[:90]
-        table.add_row(f"{hit.score:.3f}", f"{hit.folder}/{hit.rel_path}", f"{hit.start_line}-{hit.end_line}", preview)
+        preview = " ".join(hit.text.split())[:80]
+        where = f"{hit.start_line}-{hit.end_line}" + (f" p.{hit.page}" if hit.page else "")
+        name = f"{hit.folder}/{hit.rel_path}" + (" (stale)" if hit.stale else "")
+        if hit.heading:
+            preview = f"[{hit.heading}] {preview}"
+        table.add_row(Text(hit.label), Text(name), where, Text(preview))  # Text: labels look like markup
     console.print(table)
 
 

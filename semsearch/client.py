@@ -9,6 +9,7 @@ import httpx
 
 from semsearch.config import Settings
 from semsearch.schemas import (
+    Calibration,
     ClaimIn,
     Folder,
     FolderIn,
@@ -103,6 +104,15 @@ class ApiClient:
     def release_lease(self, folder: str, lease_id: str) -> None:
         with contextlib.suppress(httpx.TransportError):  # an unreleased lease expires by itself
             self._http.delete(f"/v1/folders/{folder}/lease/{lease_id}")
+
+    def optimize(self) -> dict[str, Any]:
+        return self._request("POST", "/v1/index/optimize")  # type: ignore[no-any-return]
+
+    def calibration(self, pairs: int = 500) -> Calibration:
+        return Calibration.model_validate(self._request("GET", "/v1/calibration", params={"pairs": pairs}))
+
+    def reset_index(self) -> None:
+        self._request("POST", "/v1/index/reset", json={"confirm": True})
 
     # --- requested runs ------------------------------------------------------------
 

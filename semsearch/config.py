@@ -72,6 +72,23 @@ class Settings(BaseSettings):
     write_batch_files: int = Field(32, description="Files per write to the API: few commits, small fragments.")
 
     # --- API / search ------------------------------------------------------
+    hybrid_search: bool = Field(True, description="Vector + BM25 fused; off = vector only.")
+    rrf_k: float = Field(60.0, description="RRF damping: 1/(rrf_k + rank); 60 is the published default.")
+    vector_weight: float = Field(1.0, description="Weight of the vector arm in the fusion.")
+    lexical_weight: float = Field(1.0, description="Weight of the BM25 arm in the fusion.")
+    pool_multiplier: int = Field(4, description="Each arm returns k x this many candidates, so fusion can reorder.")
+    pool_min: int = Field(50, description="…and at least this many: small k still gets a real candidate pool.")
+    lexical_max_doc_freq: float = Field(
+        0.05,
+        description="In hybrid, a query term counts for BM25 only if in <= max(5, this x chunks) chunks: "
+        "common words make BM25 noise that drags good vector results down.",
+    )
+    min_score: float = Field(
+        0.25, description="Cosine below which a result is noise (see the calibration line after indexing)."
+    )
+    default_exclude: list[str] = Field(
+        ["archive"], description="Path fragments hidden unless --all (case-insensitive), e.g. old material."
+    )
     default_k: int = Field(10, description="Results per query when the caller does not say.")
     max_k: int = Field(200, description="Upper bound on k: larger answers stop being 'retrieval'.")
     max_query_chars: int = Field(4_000, description="Longer queries are truncated by the model anyway.")

@@ -7,10 +7,10 @@ error, not a silently ignored option.
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, Literal
+from datetime import date, datetime
+from typing import Annotated, Any, Literal
 
-from pydantic import Base64Bytes, BaseModel, ConfigDict, Field
+from pydantic import Base64Bytes, BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 
@@ -84,6 +84,7 @@ class IndexBatch(Wire):
     """Changes to one folder, applied file by file: each file's chunks are replaced atomically."""
 
     lease: str | None = Field(None, description="The writer's lease on the folder, when it holds one.")
+    chunking: dict[str, int] | None = Field(None, description="Chunker parameters, recorded with the index.")
     model_id: str
     dimension: int
     upserts: list[FileChunks] = []
@@ -152,9 +153,33 @@ class ClaimIn(Wire):
 # --- search ------------------------------------------------------------------
 
 
+def _split_commas(value: Any) -> Any:
+    """`"a,b"` and `["a", "b"]` both mean two values: CLI flags and JSON clients alike."""
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+StrList = Annotated[list[str] | None, BeforeValidator(_split_commas)]
+
+
 class SearchRequest(Wire):
-    query: str = Field(min_length=1, description="What you are looking for, in words or identifiers.")
+    query: str = Field(min_length=1, max_length=4000, description="A question, a phrase or an identifier.")
     k: int = Field(10, ge=1, le=200, description="How many results.")
+    mode: Literal["hybrid", "vector", "lexical"] | None = Field(
+        None, description="Ranking: hybrid (default unless hybridSearch is off), vector only, or BM25 only."
+    )
+    folder: StrList = Field(None, description="Only these folders (names).")
+    path_glob: StrList = Field(None, description="Only paths matching these globs, e.g. `src/**/*.py`.")
+    exclude: StrList = Field(None, description="Skip paths containing these fragments (case-insensitive).")
+    ext: StrList = Field(None, description="Only these file extensions, e.g. `py,md`.")
+    tags: StrList = Field(None, description="Only documents with any of these frontmatter tags.")
+    date_from: date | None = Field(None, description="Only documents dated on/after (frontmatter date, else mtime).")
+    date_to: date | None = Field(None, description="Only documents dated on/before.")
+    include_all: bool = Field(False, description="Also superseded/archived documents and default-excluded paths.")
+    min_score: float | None = Field(None, ge=-1, le=1, description="Cosine threshold for this query.")
+    group: Literal["chunk", "file"] = Field("chunk", description="`file`: at most `perFile` chunks per file.")
+    per_file: int = Field(1, ge=1, le=50, description="With group=file, chunks kept per file.")
 
 
 class Hit(Wire):
@@ -166,14 +191,35 @@ class Hit(Wire):
     page: int | None = None
     heading: str | None = None
     text: str
-    score: float
+    score: float = Field(description="Fused rank score (RRF); compare within one answer only.")
+    cosine: float = Field(description="Cosine similarity of query and chunk, comparable across queries.")
+    vector_rank: int | None = None
+    bm25_rank: int | None = None
+    label: str = Field(description="Why it is here: [semantic 0.71], [both 0.69], [keyword 0.40] or [exact match].")
+    stale: bool = Field(False, description="The file changed on disk after it was indexed.")
+    status: str | None = None
+    superseded_by: str | None = None
+    date: str | None = None
 
 
 class SearchResponse(Wire):
     query: str
     hits: list[Hit]
     model_id: str
+    mode: str
     took_ms: float
+    message: str | None = Field(None, description="Why the answer is empty, when it is.")
+
+
+class Calibration(Wire):
+    pairs: int
+    p99: float | None
+    suggested_min_score: float | None
+    min_score: float
+
+
+class ResetIn(Wire):
+    confirm: bool = False
 
 
 # --- status ------------------------------------------------------------------

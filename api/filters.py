@@ -1,0 +1,95 @@
+"""Search filters as SQL applied *inside* the query (LanceDB prefilter), never after top-k.
+
+Each filter is a named clause, so an empty answer can say which filter emptied it.
+Globs become LIKE patterns (a superset), then `matches_globs` checks them exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pathspec
+
+from semsearch.config import Settings
+from semsearch.schemas import SearchRequest
+
+HIDDEN_STATUSES = ("superseded", "archived")
+
+
+@dataclass(frozen=True)
+class Clause:
+    name: str  # what a person would call this filter, e.g. "pathGlob src/**"
+    sql: str
+
+
+def sql_str(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def sql_in(column: str, values: list[str]) -> str:
+    return f"{column} IN ({', '.join(sql_str(v) for v in values)})"
+
+
+def like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def glob_to_like(glob: str) -> str:
+    """A LIKE pattern matching at least what the gitignore-style glob matches."""
+    glob = glob.strip().lstrip("/")
+    out = ""
+    for ch in glob:
+        out += "%" if ch == "*" else "_" if ch == "?" else like_escape(ch)
+    while "%%" in out:
+        out = out.replace("%%", "%")
+    if "/" not in glob.rstrip("/"):
+        out = "%" + out  # a bare name pattern matches in any directory
+    if glob.endswith("/"):
+        out += "%"
+    return out
+
+
+def matches_globs(path: str, globs: list[str]) -> bool:
+    return pathspec.GitIgnoreSpec.from_lines(globs).match_file(path)
+
+
+def build(request: SearchRequest, folders: list[str], settings: Settings) -> list[Clause]:
+    clauses = [
+        Clause(
+            "folder " + ",".join(request.folder) if request.folder else "registered folders",
+            sql_in("folder", folders) if folders else "false",
+        )
+    ]
+    if request.path_glob:
+        likes = " OR ".join(f"path LIKE {sql_str(glob_to_like(g))}" for g in request.path_glob)
+        clauses.append(Clause(f"pathGlob {','.join(request.path_glob)}", f"({likes})"))
+    for fragment in request.exclude or []:
+        clauses.append(
+            Clause(f"exclude {fragment}", f"lower(path) NOT LIKE {sql_str('%' + like_escape(fragment.lower()) + '%')}")
+        )
+    if not request.include_all:
+        for fragment in settings.default_exclude:
+            pattern = sql_str("%" + like_escape(fragment.lower()) + "%")
+            clauses.append(Clause(f"defaultExclude {fragment} (use --all)", f"lower(path) NOT LIKE {pattern}"))
+        clauses.append(
+            Clause(
+                "superseded/archived documents (use --all)",
+                f"(status IS NULL OR {' AND '.join(f'status != {sql_str(s)}' for s in HIDDEN_STATUSES)})",
+            )
+        )
+    if request.ext:
+        exts = [e.lower().lstrip(".") for e in request.ext]
+        likes = " OR ".join(f"lower(path) LIKE {sql_str('%.' + like_escape(e))}" for e in exts)
+        clauses.append(Clause(f"ext {','.join(exts)}", f"({likes})"))
+    if request.tags:
+        values = ", ".join(sql_str(t) for t in request.tags)
+        clauses.append(Clause(f"tags {','.join(request.tags)}", f"array_has_any(tags, [{values}])"))
+    if request.date_from:
+        clauses.append(Clause(f"dateFrom {request.date_from}", f"date >= {sql_str(request.date_from.isoformat())}"))
+    if request.date_to:
+        clauses.append(Clause(f"dateTo {request.date_to}", f"date <= {sql_str(request.date_to.isoformat())}"))
+    return clauses
+
+
+def where(clauses: list[Clause]) -> str:
+    return " AND ".join(f"({c.sql})" for c in clauses)
