@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install up test lint typecheck compose-check clean
+.PHONY: install up test lint typecheck compose-check clean eval
 
 install: $(STAMP)
 
@@ -38,3 +38,10 @@ test: install lint typecheck compose-check
 
 clean:
 	rm -rf $(VENV) build *.egg-info proto/embedder_pb2*
+
+# Retrieval quality on SciFact (../shared/eval), the Python FAQ (question-style) and click's
+# source (code); ~20 min on 2 cores the first time, then the indexes are reused.
+eval: install
+	@test -d /usr/share/doc/python3.11/html/faq || (apt-get update -qq && apt-get install -y -qq python3.11-doc) \
+	  || echo "eval: install Debian's python3.11-doc for the question-style set"
+	$(BIN)/python -m eval.run --tune

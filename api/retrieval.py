@@ -22,7 +22,7 @@ from api.lexical import identifiers_in, query_terms
 from api.store import ModelMismatch, Store
 from embedder.client import EmbedderClient
 from semsearch.config import Settings
-from semsearch.schemas import Hit, SearchRequest, SearchResponse
+from semsearch.schemas import ArmHit, Arms, Hit, SearchRequest, SearchResponse
 
 HIDDEN = set(filters.HIDDEN_STATUSES)
 
@@ -68,6 +68,7 @@ def search(
         pool *= 2  # several chunks of one file compete for one place
     vector_rows = store.vector_search(vector, pool, where) if mode != "lexical" else []
     lexical_rows: list[dict[str, Any]] = []
+    terms: list[str] = []
     if mode != "vector":
         terms = query_terms(request.query)
         if mode == "hybrid":
@@ -113,7 +114,15 @@ def search(
     message = None
     if not hits:
         message = _why_empty(rows, best, min_score, clauses, store, registered)
+    arms = None
+    if request.arms:
+        arms = Arms(
+            vector=[_arm_hit(rows[r["id"]]) for r in vector_rows],
+            lexical=[_arm_hit(rows[r["id"]]) for r in lexical_rows],
+            lexical_terms=terms,
+        )
     return SearchResponse(
+        arms=arms,
         query=request.query,
         hits=hits,
         model_id=store.model_id or model_id,
@@ -121,6 +130,10 @@ def search(
         took_ms=round((time.perf_counter() - started) * 1000, 2),
         message=message,
     )
+
+
+def _arm_hit(row: dict[str, Any]) -> ArmHit:
+    return ArmHit(id=row["id"], folder=row["folder"], rel_path=row["path"], cosine=round(row["cosine"], 4))
 
 
 def _hit(

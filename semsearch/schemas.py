@@ -180,6 +180,7 @@ class SearchRequest(Wire):
     min_score: float | None = Field(None, ge=-1, le=1, description="Cosine threshold for this query.")
     group: Literal["chunk", "file"] = Field("chunk", description="`file`: at most `perFile` chunks per file.")
     per_file: int = Field(1, ge=1, le=50, description="With group=file, chunks kept per file.")
+    arms: bool = Field(False, description="Diagnostics: also return each arm's raw candidate list.")
 
 
 class Hit(Wire):
@@ -202,6 +203,21 @@ class Hit(Wire):
     date: str | None = None
 
 
+class ArmHit(Wire):
+    id: str
+    folder: str
+    rel_path: str
+    cosine: float
+
+
+class Arms(Wire):
+    """What each arm found before fusion (for `arms: true`): how to see why something ranked."""
+
+    vector: list[ArmHit]
+    lexical: list[ArmHit]
+    lexical_terms: list[str] = Field(description="The query terms the BM25 arm used (informative ones in hybrid).")
+
+
 class SearchResponse(Wire):
     query: str
     hits: list[Hit]
@@ -209,6 +225,7 @@ class SearchResponse(Wire):
     mode: str
     took_ms: float
     message: str | None = Field(None, description="Why the answer is empty, when it is.")
+    arms: Arms | None = None
 
 
 class Calibration(Wire):

@@ -7,11 +7,8 @@ and tests that need a clean index start their own with `api_factory`.
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,19 +17,18 @@ import httpx
 import pytest
 
 from embedder.client import EmbedderClient
+from semsearch.processes import Service, api_env, free_port, start_api, start_embedder
+
+__all__ = ["free_port"]
 
 BIN = Path(sys.executable).parent
 SEMSEARCH = str(BIN / "semsearch")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def start(module: str, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", module], env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    service = Service(module, env, log).start()
+    assert service.proc is not None
+    return service.proc
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
@@ -43,20 +39,6 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-
-
-def wait_http(url: str, proc: subprocess.Popen[bytes], log: Path, headers: dict[str, str] | None = None) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"service exited with {proc.returncode}:\n{log.read_text()}")
-        try:
-            if httpx.get(url, headers=headers, timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError(f"{url} not ready after 60 s:\n{log.read_text()}")
 
 
 @dataclass
@@ -89,41 +71,14 @@ class Stack:
 
 
 def base_env(data_dir: Path, api_port: int, embedder_addr: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SEMSEARCH_")}
-    env.update(
-        SEMSEARCH_DATA_DIR=str(data_dir),
-        SEMSEARCH_PORT=str(api_port),
-        SEMSEARCH_EMBEDDER_ADDR=embedder_addr,
-        SEMSEARCH_URL=f"http://127.0.0.1:{api_port}",
-    )
-    return env
+    return api_env(data_dir, api_port, embedder_addr)
 
 
 @pytest.fixture(scope="session")
 def embedder_addr(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    logs = tmp_path_factory.mktemp("embedder")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SEMSEARCH_")}
-    env.update(SEMSEARCH_EMBEDDER_PORT=str(port))
-    proc = start("embedder", env, logs / "embedder.log")
-    addr = f"127.0.0.1:{port}"
-    client = EmbedderClient(addr, timeout=5)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError((logs / "embedder.log").read_text())
-            try:
-                client.info()
-                break
-            except Exception:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
-        yield addr
-    finally:
-        client.close()
-        stop(proc)
+    service, address = start_embedder(tmp_path_factory.mktemp("embedder") / "embedder.log")
+    yield address
+    service.stop()
 
 
 @pytest.fixture(scope="session")
@@ -139,17 +94,11 @@ def api_factory(embedder_addr: str, tmp_path_factory: pytest.TempPathFactory) ->
 
     def make(token: str | None = None, **extra_env: str) -> Stack:
         data_dir = tmp_path_factory.mktemp("data")
-        port = free_port()
-        env = base_env(data_dir, port, embedder_addr)
-        headers = {}
         if token:
-            env["SEMSEARCH_TOKEN"] = token
-            headers = {"Authorization": f"Bearer {token}"}
-        env.update(extra_env)
-        log = data_dir / "api.log"
-        proc = start("api", env, log)
-        wait_http(f"http://127.0.0.1:{port}/readyz", proc, log, headers)
-        stack = Stack(f"http://127.0.0.1:{port}", embedder_addr, data_dir, env, proc, token, headers)
+            extra_env["SEMSEARCH_TOKEN"] = token
+        service, env = start_api(data_dir, embedder_addr, **extra_env)
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        stack = Stack(env["SEMSEARCH_URL"], embedder_addr, data_dir, env, service.proc, token, headers)
         started.append(stack)
         return stack
 

@@ -1,0 +1,124 @@
+"""Start, wait for and stop semsearch services as plain processes (tests, eval, bench).
+
+The same `python -m <service>` entrypoints the containers and `semsearch serve` use.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from embedder.client import EmbedderClient
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The current environment without SEMSEARCH_* settings, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEMSEARCH_")}
+    env.update(extra)
+    return env
+
+
+@dataclass
+class Service:
+    module: str
+    env: dict[str, str]
+    log: Path
+    proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    def start(self, *args: str) -> Service:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", self.module, *args],
+            env=self.env,
+            stdout=self.log.open("wb"),
+            stderr=subprocess.STDOUT,
+        )
+        return self
+
+    def check_alive(self) -> None:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise RuntimeError(f"{self.module} exited with {self.proc.returncode}:\n{self.log.read_text()[-4000:]}")
+
+    def wait_http(self, url: str, headers: dict[str, str] | None = None, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.check_alive()
+            try:
+                if httpx.get(url, headers=headers, timeout=2).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"{url} not ready after {timeout:.0f} s:\n{self.log.read_text()[-4000:]}")
+
+    def wait_embedder(self, address: str, timeout: float = 60) -> None:
+        client = EmbedderClient(address, timeout=5)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                self.check_alive()
+                try:
+                    client.info()
+                    return
+                except Exception:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+
+def start_embedder(log: Path, port: int | None = None, **env: str) -> tuple[Service, str]:
+    port = port or free_port()
+    service = Service("embedder", clean_env(SEMSEARCH_EMBEDDER_PORT=str(port), **env), log).start()
+    address = f"127.0.0.1:{port}"
+    service.wait_embedder(address)
+    return service, address
+
+
+def api_env(data_dir: Path, port: int, embedder_addr: str, **extra: str) -> dict[str, str]:
+    return clean_env(
+        SEMSEARCH_DATA_DIR=str(data_dir),
+        SEMSEARCH_PORT=str(port),
+        SEMSEARCH_EMBEDDER_ADDR=embedder_addr,
+        SEMSEARCH_URL=f"http://127.0.0.1:{port}",
+        **extra,
+    )
+
+
+def start_api(data_dir: Path, embedder_addr: str, **extra: str) -> tuple[Service, dict[str, str]]:
+    port = free_port()
+    env = api_env(data_dir, port, embedder_addr, **extra)
+    service = Service("api", env, data_dir / "api.log").start()
+    headers = {"Authorization": f"Bearer {extra['SEMSEARCH_TOKEN']}"} if "SEMSEARCH_TOKEN" in extra else None
+    service.wait_http(f"http://127.0.0.1:{port}/readyz", headers)
+    return service, env
