@@ -40,12 +40,12 @@ def glob_to_like(glob: str) -> str:
     out = ""
     for ch in glob:
         out += "%" if ch == "*" else "_" if ch == "?" else like_escape(ch)
-    while "%%" in out:
-        out = out.replace("%%", "%")
     if "/" not in glob.rstrip("/"):
         out = "%" + out  # a bare name pattern matches in any directory
     if glob.endswith("/"):
         out += "%"
+    while "%%" in out:
+        out = out.replace("%%", "%")
     return out
 
 

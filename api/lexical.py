@@ -13,15 +13,16 @@ from __future__ import annotations
 import re
 
 # A run of identifier characters, possibly joined by _ - . (so `user_id`, `kebab-case`, `a.b`).
-IDENTIFIER = re.compile(r"[A-Za-z0-9]+(?:[_\-.][A-Za-z0-9]+)*")
+IDENTIFIER = re.compile(r"[^\W_]+(?:[_\-.][^\W_]+)*")
 # Boundaries inside one alphanumeric run: fooBar, HTTPServer -> HTTP Server, v2Beta -> v 2 Beta.
 CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
-WORD = re.compile(r"\w+", re.UNICODE)
 
 
 def identifier_parts(token: str) -> list[str]:
     """The parts of a compound identifier, lowercased; [] if it is not compound."""
-    parts = [p.lower() for piece in re.split(r"[_\-.]+", token) for p in CAMEL.findall(piece)]
+    pieces = [p for p in re.split(r"[_\-.]+", token) if p]
+    # Case boundaries only in ASCII runs: "naïve" is one word, not "na" + "ve".
+    parts = [p.lower() for piece in pieces for p in (CAMEL.findall(piece) if piece.isascii() else [piece])]
     return parts if len(parts) > 1 else []
 
 
@@ -53,7 +54,6 @@ def query_terms(query: str) -> list[str]:
         token = match.group(0)
         terms.append(token)
         terms.extend(identifier_parts(token))
-    terms.extend(w for w in WORD.findall(query) if not IDENTIFIER.fullmatch(w))  # non-ASCII words
     return list(dict.fromkeys(terms))
 
 

@@ -117,8 +117,8 @@ def search(
     arms = None
     if request.arms:
         arms = Arms(
-            vector=[_arm_hit(rows[r["id"]]) for r in vector_rows],
-            lexical=[_arm_hit(rows[r["id"]]) for r in lexical_rows],
+            vector=[_arm_hit(r) for r in vector_rows],
+            lexical=[_arm_hit(r) for r in lexical_rows],
             lexical_terms=terms,
         )
     return SearchResponse(
@@ -133,7 +133,14 @@ def search(
 
 
 def _arm_hit(row: dict[str, Any]) -> ArmHit:
-    return ArmHit(id=row["id"], folder=row["folder"], rel_path=row["path"], cosine=round(row["cosine"], 4))
+    bm25 = row.get("_score")
+    return ArmHit(
+        id=row["id"],
+        folder=row["folder"],
+        rel_path=row["path"],
+        cosine=round(row["cosine"], 4),
+        bm25=None if bm25 is None else round(float(bm25), 4),
+    )
 
 
 def _hit(

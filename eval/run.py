@@ -114,8 +114,8 @@ class Evaluator:
             for qid, text in data.queries[split].items():
                 arms = self.ask(http, data, text, "hybrid", arms=True)["arms"]
                 out[qid] = {
-                    "vector": [(a["id"], a["relPath"]) for a in arms["vector"]],
-                    "lexical": [(a["id"], a["relPath"]) for a in arms["lexical"]],
+                    "vector": [(a["id"], a["relPath"], a["cosine"]) for a in arms["vector"]],
+                    "lexical": [(a["id"], a["relPath"], a["bm25"]) for a in arms["lexical"]],
                 }
         return out
 
@@ -125,8 +125,8 @@ def fuse_offline(
 ) -> dict[str, dict[str, float]]:
     run = {}
     for qid, arm in arms.items():
-        paths = dict(arm["vector"]) | dict(arm["lexical"])
-        fused = rrf([i for i, _ in arm["vector"]], [i for i, _ in arm["lexical"]], rrf_k, vector_weight, lexical_weight)
+        paths = {i: p for i, p, _ in arm["vector"]} | {i: p for i, p, _ in arm["lexical"]}
+        fused = rrf([a[0] for a in arm["vector"]], [a[0] for a in arm["lexical"]], rrf_k, vector_weight, lexical_weight)
         ranked: dict[str, None] = {}
         for f in fused:
             ranked.setdefault(data.doc_id(paths[f.id]), None)

@@ -208,6 +208,7 @@ class ArmHit(Wire):
     folder: str
     rel_path: str
     cosine: float
+    bm25: float | None = None
 
 
 class Arms(Wire):

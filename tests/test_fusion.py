@@ -1,0 +1,100 @@
+"""Pure unit tests: fusion, code-aware tokens, thresholds, labels, filter SQL."""
+
+from __future__ import annotations
+
+from datetime import date
+
+from api.filters import build, glob_to_like, matches_globs, where
+from api.fusion import abstain_message, is_exact, label, lifecycle_label, passes, rrf
+from api.lexical import expansions, identifier_parts, identifiers_in, lexical_document, query_terms
+from api.retrieval import is_exact_query
+from semsearch.config import Settings
+from semsearch.schemas import SearchRequest
+
+
+def test_rrf_sums_reciprocal_ranks_over_both_arms() -> None:
+    fused = rrf(["a", "b", "c"], ["c", "d"], rrf_k=60)
+    scores = {f.id: f.score for f in fused}
+    assert scores["c"] == 1 / 63 + 1 / 61
+    assert scores["a"] == 1 / 61
+    assert [f.id for f in fused][0] == "c"  # found by both arms
+    c = next(f for f in fused if f.id == "c")
+    assert (c.vector_rank, c.bm25_rank) == (3, 1)
+
+
+def test_rrf_weights_and_k_change_the_order() -> None:
+    vector, lexical = ["v1", "v2"], ["l1", "l2"]
+    assert rrf(vector, lexical, 60, 1.0, 1.0)[0].id == "v1"  # tie broken by the vector arm
+    assert rrf(vector, lexical, 60, 0.3, 0.7)[0].id == "l1"
+    assert rrf([], lexical)[0].bm25_rank == 1 and rrf([], lexical)[0].vector_rank is None
+
+
+def test_identifiers_split_at_every_boundary() -> None:
+    assert identifier_parts("getUserName") == ["get", "user", "name"]
+    assert identifier_parts("HTTPServerError") == ["http", "server", "error"]
+    assert identifier_parts("user_id") == ["user", "id"]
+    assert identifier_parts("kebab-case-name") == ["kebab", "case", "name"]
+    assert identifier_parts("sha256sum") == ["sha", "256", "sum"]
+    assert identifier_parts("plain") == []
+
+
+def test_lexical_document_keeps_the_identifier_and_adds_its_parts() -> None:
+    doc = lexical_document("def getUserName(user_id): pass", heading="Users")
+    assert "getUserName" in doc and "get user name" in doc and "user id" in doc and doc.startswith("Users")
+    assert expansions("nothing compound here") == ""
+
+
+def test_query_terms_expand_identifiers_and_keep_other_words() -> None:
+    assert query_terms("where is getUserName") == ["where", "is", "getUserName", "get", "user", "name"]
+    assert query_terms("café naïve") == ["café", "naïve"]
+    assert identifiers_in("find getUserName and user_id or plain") == ["getUserName", "user_id"]
+
+
+def test_exact_query_means_only_identifiers() -> None:
+    assert is_exact_query("getUserName", ["getUserName"])
+    assert is_exact_query("ERR_CONN_RESET user_id", ["ERR_CONN_RESET", "user_id"])
+    assert not is_exact_query("how does getUserName work", ["getUserName"])
+    assert not is_exact_query("plain words", [])
+
+
+def test_threshold_and_labels() -> None:
+    assert passes(0.6, False, 0.55) and not passes(0.5, False, 0.55) and passes(0.1, True, 0.55)
+    assert label(0.7123, 1, None, False) == "[semantic 0.712]"
+    assert label(0.6881, 2, 5, False) == "[both 0.688]"
+    assert label(0.41, None, 1, False) == "[keyword 0.410]"
+    assert label(0.2, None, 1, True) == "[exact match]"
+    assert is_exact(["getUserName"], "x = getUserName()") and not is_exact(["getUserName"], "getusername")
+    assert abstain_message(0.41, 0.55) == "No relevant results (best score 0.41, threshold 0.55)"
+    assert (
+        lifecycle_label("superseded", "reference/auth.md", "2026-03-01")
+        == "[superseded → reference/auth.md; 2026-03-01]"
+    )
+
+
+def test_globs_become_like_patterns_that_contain_the_glob() -> None:
+    assert glob_to_like("src/**/*.py") == "src/%/%.py"
+    assert glob_to_like("*.md") == "%.md"
+    assert glob_to_like("test_?.py") == "%test\\__.py"
+    assert matches_globs("src/a/b.py", ["src/**/*.py"]) and not matches_globs("docs/b.py", ["src/**/*.py"])
+
+
+def test_filters_build_named_sql_clauses() -> None:
+    request = SearchRequest(
+        query="x", folder=["api"], path_glob=["src/**"], exclude=["Vendor"], ext=["py", ".md"], tags=["ops"],
+        date_from=date(2026, 1, 1),
+    )  # fmt: skip
+    clauses = build(request, ["api"], Settings(default_exclude=["archive"]))
+    names = [c.name for c in clauses]
+    assert names[0] == "folder api"
+    assert "pathGlob src/**" in names and "exclude Vendor" in names and "ext py,md" in names
+    assert "defaultExclude archive (use --all)" in names
+    sql = where(clauses)
+    assert "folder IN ('api')" in sql and "lower(path) NOT LIKE '%vendor%'" in sql
+    assert "array_has_any(tags, ['ops'])" in sql and "date >= '2026-01-01'" in sql
+    assert "status != 'superseded'" in sql
+    everything = build(SearchRequest(query="x", include_all=True), ["api"], Settings())
+    assert not any("superseded" in c.sql or "archive" in c.sql for c in everything)
+
+
+def test_comma_strings_and_lists_are_the_same_filter() -> None:
+    assert SearchRequest(query="x", ext="py,md").ext == SearchRequest(query="x", ext=["py", "md"]).ext
