@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, HTTPException
 from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api import errors, routes
 from api.folders import FolderRegistry
@@ -15,6 +16,36 @@ from api.store import Store
 from embedder.client import EmbedderClient
 from semsearch import __version__
 from semsearch.config import Settings
+
+
+class BodyLimit:
+    """Pure ASGI (not BaseHTTPMiddleware, which hides client disconnects from long polls):
+    refuses bodies over the limit, by header and while streaming."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope["headers"]).get(b"content-length", b"")
+        if length.isdigit() and int(length) > self.limit:
+            detail = f"body of {int(length)} bytes exceeds the limit of {self.limit}"
+            await errors.problem(413, "Request too large", detail)(scope, receive, send)
+            return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise HTTPException(413, f"body exceeds the limit of {self.limit} bytes")
+            return message
+
+        await self.app(scope, limited, send)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -39,14 +70,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     errors.install(app)
 
-    @app.middleware("http")
-    async def limit_body(request: Request, call_next):  # type: ignore[no-untyped-def]
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > settings.max_body_bytes:
-            return errors.problem(
-                413, "Request too large", f"body of {length} bytes exceeds the limit of {settings.max_body_bytes}"
-            )
-        return await call_next(request)
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
 
     app.include_router(routes.health)
     app.include_router(routes.v1)

@@ -6,7 +6,9 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from api.files import Refused
 from api.folders import FolderError
+from api.grep import BadPattern
 from api.runs import LeaseConflict, RunNotFound
 from api.store import InvalidBatch, ModelMismatch
 from embedder.client import EmbedderError
@@ -51,6 +53,14 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(RunNotFound)
     async def run_not_found(request: Request, exc: RunNotFound) -> JSONResponse:
         return problem(404, "Not found", str(exc.args[0]))
+
+    @app.exception_handler(Refused)
+    async def refused(request: Request, exc: Refused) -> JSONResponse:
+        return problem(403, "Refused", str(exc))
+
+    @app.exception_handler(BadPattern)
+    async def bad_pattern(request: Request, exc: BadPattern) -> JSONResponse:
+        return problem(400, "Invalid pattern", str(exc))
 
     @app.exception_handler(InvalidBatch)
     async def invalid_batch(request: Request, exc: InvalidBatch) -> JSONResponse:

@@ -6,14 +6,16 @@ blocking LanceDB and gRPC calls they make.
 
 from __future__ import annotations
 
+import asyncio
 import math
+import time
 from typing import Annotated, Any
 
 import numpy as np
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 from fastapi.responses import JSONResponse, Response
 
-from api import retrieval
+from api import files, gather, grep, retrieval
 from api.auth import require_token
 from api.folders import FolderRegistry
 from api.runs import Leases, Runs
@@ -25,8 +27,13 @@ from semsearch.schemas import (
     Calibration,
     ClaimIn,
     EmbedderStatus,
+    FileContent,
     Folder,
     FolderIn,
+    GatherRequest,
+    GatherResponse,
+    GrepRequest,
+    GrepResponse,
     IndexBatch,
     IndexBatchResult,
     Lease,
@@ -73,6 +80,8 @@ EmbedderDep = Annotated[EmbedderClient, Depends(get_embedder)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 LeasesDep = Annotated[Leases, Depends(get_leases)]
 RunsDep = Annotated[Runs, Depends(get_runs)]
+
+MAX_CAT_LINES = 5_000  # one read returns at most this many lines; page with startLine
 
 health = APIRouter(tags=["health"])
 v1 = APIRouter(prefix="/v1", dependencies=[Depends(require_token)])
@@ -194,10 +203,22 @@ def get_run(
 
 
 @v1.post("/runs/claim", response_model=Run, responses={204: {"description": "Nothing queued."}})
-def claim_run(body: ClaimIn, runs: RunsDep) -> Run | Response:
-    """For indexer workers: take the oldest queued run (long-polls `waitS` seconds)."""
-    run = runs.claim(body.worker, body.wait_s)
-    return run if run is not None else Response(status_code=status.HTTP_204_NO_CONTENT)
+async def claim_run(body: ClaimIn, request: Request, runs: RunsDep) -> Run | Response:
+    """For indexer workers: take the oldest queued run (long-polls `waitS` seconds).
+
+    Async so it can notice a worker that went away while waiting: a run must never be
+    handed to a connection nobody reads any more.
+    """
+    deadline = time.monotonic() + body.wait_s
+    while True:
+        if await request.is_disconnected():
+            return Response(status_code=status.HTTP_204_NO_CONTENT)
+        run = runs.try_claim(body.worker)
+        if run is not None:
+            return run
+        if time.monotonic() >= deadline:
+            return Response(status_code=status.HTTP_204_NO_CONTENT)
+        await asyncio.sleep(0.2)
 
 
 @v1.post("/runs/{run_id}/progress")
@@ -216,6 +237,46 @@ def search(
 ) -> SearchResponse:
     """Rank chunks for a query (hybrid vector + BM25, filters inside the query). Every interface calls this."""
     return retrieval.search(body, store, embedder, folders, settings)
+
+
+@v1.post("/gather")
+def gather_(
+    body: GatherRequest, store: StoreDep, embedder: EmbedderDep, folders: FoldersDep, settings: SettingsDep
+) -> GatherResponse:
+    """Search, then pack the hits (with context lines) into one Markdown block for a context window."""
+    return gather.gather(body, store, embedder, folders, settings)
+
+
+@v1.get("/files")
+def read_file(
+    folders: FoldersDep,
+    settings: SettingsDep,
+    path: Annotated[str, Query(max_length=4096, description="Absolute path, as in search results.")],
+    start_line: Annotated[int, Query(ge=1, alias="startLine")] = 1,
+    end_line: Annotated[int | None, Query(ge=1, alias="endLine")] = None,
+) -> FileContent:
+    """A file or a line range of it — only files inside the folders that the indexer would index."""
+    opened = files.read(path, folders, settings)
+    total = len(opened.lines)
+    last = min(total, end_line if end_line is not None else start_line + MAX_CAT_LINES - 1)
+    if end_line is not None and end_line < start_line:
+        raise HTTPException(status.HTTP_400_BAD_REQUEST, f"endLine {end_line} is before startLine {start_line}")
+    last = min(last, start_line + MAX_CAT_LINES - 1)
+    return FileContent(
+        file_path=opened.path,
+        folder=opened.folder.name,
+        rel_path=opened.rel_path,
+        start_line=start_line,
+        end_line=max(start_line - 1, last),
+        total_lines=total,
+        text="\n".join(opened.lines[start_line - 1 : last]),
+    )
+
+
+@v1.post("/grep")
+def grep_(body: GrepRequest, folders: FoldersDep, settings: SettingsDep) -> GrepResponse:
+    """Find a literal (or RE2 regex) in the indexed files — never in ignored ones."""
+    return grep.grep(body, folders, settings)
 
 
 @v1.post("/index/optimize")

@@ -95,18 +95,14 @@ class Runs:
         with self._cond:
             return list(reversed(self._runs.values()))
 
-    def claim(self, worker: str, wait_s: float) -> Run | None:
-        deadline = now() + timedelta(seconds=wait_s)
+    def try_claim(self, worker: str) -> Run | None:
+        """The oldest queued run, now running for `worker`; None if nothing is queued."""
         with self._cond:
-            while True:
-                for run in self._runs.values():
-                    if run.state == "queued":
-                        run.state, run.worker, run.started_at = "running", worker, now()
-                        return run
-                remaining = (deadline - now()).total_seconds()
-                if remaining <= 0:
-                    return None
-                self._cond.wait(remaining)
+            for run in self._runs.values():
+                if run.state == "queued":
+                    run.state, run.worker, run.started_at = "running", worker, now()
+                    return run
+            return None
 
     def progress(self, run_id: str, progress: RunProgress) -> Run:
         with self._cond:

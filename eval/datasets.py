@@ -50,7 +50,7 @@ def _read_queries(path: Path) -> dict[str, str]:
 def scifact(work: Path) -> Dataset:
     source = SHARED / "scifact"
     folder = work / "corpora" / "scifact"
-    marker = folder / ".complete"
+    marker = folder.with_name("scifact.complete")  # beside the corpus, not in it
     if not marker.exists():
         for line in (source / "corpus.jsonl").read_text().splitlines():
             doc = json.loads(line)

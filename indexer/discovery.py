@@ -69,6 +69,9 @@ SECRET_ALLOWED = ("*.example", "*.sample", "*.template", "*.dist")
 DOCUMENT_EXTENSIONS = frozenset({"pdf", "docx"})
 
 INDEXIGNORE = ".indexignore"
+# The corpus is often owned by another user than the service (containers, a shared server):
+# without safe.directory git refuses such repositories. Paths stay unquoted for non-ASCII names.
+GIT = ["git", "-c", "safe.directory=*", "-c", "core.quotepath=off"]
 
 
 @dataclass(frozen=True)
@@ -152,7 +155,7 @@ class FileList:
     def _git_ls(cwd: Path) -> list[str]:
         # argv through gitpython, never a shell; run from `cwd` so output is scoped and relative to it.
         out = git.Git(str(cwd)).execute(
-            ["git", "-c", "core.quotepath=off", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            [*GIT, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
             strip_newline_in_stdout=False,
         )
         # A nested repository shows up as "dir/": its own rules apply (the walk handles it).
@@ -296,7 +299,7 @@ class FileList:
     @staticmethod
     def _git_check_ignore(cwd: Path, path: Path) -> str | None:
         try:
-            out = git.Git(str(cwd)).execute(["git", "check-ignore", "-v", "--", str(path)])
+            out = git.Git(str(cwd)).execute([*GIT, "check-ignore", "-v", "--", str(path)])
         except git.GitCommandError:
             return None  # exit 1: not ignored (tracked files are never reported as ignored)
         source, _, matched = str(out).partition("\t")

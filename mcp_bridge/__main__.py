@@ -1,3 +1,3 @@
-from mcp_bridge.server import main
+from mcp_bridge.main import main
 
 main()

@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Callable
 from functools import wraps
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -18,10 +19,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from mcp_bridge.project import ProjectConfig
 from semsearch import __version__
 from semsearch.client import ApiClient, ApiError
 from semsearch.config import Settings
-from semsearch.schemas import SearchRequest
+from semsearch.schemas import GatherRequest, GrepRequest, SearchRequest
 
 F = TypeVar("F", bound=Callable[..., Any])
 # Piped output (scripts, logs) gets a wide table instead of wrapping paths at 80 columns.
@@ -106,12 +108,18 @@ def serve(host: str, port: int, embedder_port: int, watch: bool) -> None:
     sys.exit(code)
 
 
-@main.command()
-def mcp() -> None:
-    """Run the MCP bridge on stdio (for Claude Code, Cursor, Zed, …)."""
-    from mcp_bridge.server import main as bridge
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.option("--http", is_flag=True, help="Streamable HTTP instead of stdio.")
+@click.option("--host", help="HTTP bind address (default 127.0.0.1).")
+@click.option("--port", type=int, help="HTTP port (default 8767).")
+def mcp(http: bool, host: str | None, port: int | None) -> None:
+    """Run the MCP bridge: stdio for local agents (Claude Code, Cursor, Zed…), --http for remote ones."""
+    from mcp_bridge.main import main as bridge
 
-    bridge()
+    argv = ["--http"] if http else []
+    argv += ["--host", host] if host else []
+    argv += ["--port", str(port)] if port else []
+    bridge(argv)
 
 
 # --- corpus -----------------------------------------------------------------------
@@ -137,6 +145,18 @@ def add(paths: tuple[str, ...], name: str | None) -> None:
 @api_errors
 def list_(as_json: bool) -> None:
     """The registered folders with files, chunks and last indexed time."""
+    _list(as_json)
+
+
+@main.command("folders")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@api_errors
+def folders_(as_json: bool) -> None:
+    """Same as `list` (the MCP tool's name)."""
+    _list(as_json)
+
+
+def _list(as_json: bool) -> None:
     with ApiClient(Settings()) as api:
         folders = api.folders()
     if as_json:
@@ -286,6 +306,152 @@ def search(query: str, as_json: bool, group_files: bool, **options: Any) -> None
             preview = f"[{hit.heading}] {preview}"
         table.add_row(Text(hit.label), Text(name), where, Text(preview))  # Text: labels look like markup
     console.print(table)
+
+
+@main.command()
+@click.argument("query")
+@click.option("-k", "k", type=int, default=5, show_default=True)
+@click.option("--context-lines", type=int, default=0, show_default=True, help="Lines of the file around each chunk.")
+@click.option("--max-tokens", type=int, help="Pack whole hits until this many tokens.")
+@click.option("--folder", help="Only these folders (a,b).")
+@click.option("--glob", "path_glob", help="Only paths matching these globs (a,b).")
+@click.option("--all", "include_all", is_flag=True, help="Include superseded/archived documents.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@api_errors
+def gather(query: str, as_json: bool, **options: Any) -> None:
+    """Search and print one Markdown block ready for a context window."""
+    request = GatherRequest.model_validate({"query": query, **{k: v for k, v in options.items() if v}})
+    with ApiClient(Settings()) as api:
+        response = api.gather(request)
+    click.echo(json.dumps(response.dump(), indent=2, ensure_ascii=False) if as_json else response.markdown)
+
+
+@main.command()
+@click.argument("file_path")
+@click.option("--start", "start_line", type=int, default=1, show_default=True, help="First line (1-based).")
+@click.option("--end", "end_line", type=int, help="Last line (inclusive).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@api_errors
+def cat(file_path: str, start_line: int, end_line: int | None, as_json: bool) -> None:
+    """Print a file (or a line range) from the indexed folders."""
+    with ApiClient(Settings()) as api:
+        content = api.read_file(os.path.abspath(file_path), start_line, end_line)
+    click.echo(json.dumps(content.dump(), indent=2, ensure_ascii=False) if as_json else content.text)
+
+
+@main.command()
+@click.argument("pattern")
+@click.option("--folder", help="Only these folders (a,b).")
+@click.option("--glob", "file_glob", help="Only files matching these globs, e.g. '*.py'.")
+@click.option("-s", "--case-sensitive", is_flag=True)
+@click.option("-e", "--regex", is_flag=True, help="PATTERN is an RE2 regular expression.")
+@click.option("-m", "--max-results", type=int, default=100, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@api_errors
+def grep(pattern: str, as_json: bool, **options: Any) -> None:
+    """Find PATTERN in the indexed files (never in ignored ones)."""
+    request = GrepRequest.model_validate({"pattern": pattern, **{k: v for k, v in options.items() if v}})
+    with ApiClient(Settings()) as api:
+        response = api.grep(request)
+    if as_json:
+        click.echo(json.dumps(response.dump(), indent=2, ensure_ascii=False))
+        return
+    for m in response.matches:
+        click.echo(f"{m.folder} · {m.rel_path}:{m.line}  {m.text}")
+    if response.truncated:
+        click.echo("(truncated: narrow with --folder or --glob, or raise --max-results)", err=True)
+    sys.exit(0 if response.matches else 1)  # like grep: 1 when nothing matched
+
+
+@main.command("index-status")
+@click.argument("run_id", required=False)
+@click.option("--wait", type=float, default=0, help="Seconds to wait for the run to finish.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@api_errors
+def index_status(run_id: str | None, wait: float, as_json: bool) -> None:
+    """State, progress and summary of a requested index run (the latest one without RUN_ID)."""
+    with ApiClient(Settings()) as api:
+        if run_id is None:
+            runs = api.runs()
+            if not runs:
+                click.echo("No index runs requested since the API started.")
+                return
+            run_id = runs[0].id
+        run = api.run(run_id, wait)
+    if as_json:
+        click.echo(json.dumps(run.dump(), indent=2))
+        return
+    p = run.progress
+    click.echo(f"{run.id}  {run.state}  {p.files_done}/{p.files_total} files  {p.chunks} chunks")
+    if run.summary:
+        click.echo(json.dumps(run.summary))
+    if run.error:
+        click.echo(f"error: {run.error}")
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def config(as_json: bool) -> None:
+    """Where config, data and logs live, and every setting with its source (default / env)."""
+    settings = Settings()
+    rows = []
+    for name, field in Settings.model_fields.items():
+        env = f"SEMSEARCH_{name.upper()}"
+        value = getattr(settings, name)
+        if hasattr(value, "get_secret_value"):
+            value = "********"
+        rows.append({"name": name, "value": str(value), "source": "env" if env in os.environ else "default",
+                     "env": env, "why": field.description or ""})  # fmt: skip
+    places = {
+        "data": str(settings.data_dir),
+        "index": str(settings.index_dir),
+        "folders": str(settings.folders_file),
+        "globalIndexignore": str(settings.global_indexignore_path),
+        "logs": "stderr of each service (docker compose logs; journald under systemd)",
+        "project": str(ProjectConfig.discover().path or "none (.semsearch.json, searched upwards from here)"),
+    }
+    if as_json:
+        click.echo(json.dumps({"places": places, "settings": rows}, indent=2))
+        return
+    for key, value in places.items():
+        click.echo(f"{key:<18} {value}")
+    table = Table("setting", "value", "source", "why")
+    for row in rows:
+        table.add_row(Text(row["env"]), Text(row["value"]), row["source"], Text(row["why"]))
+    console.print(table)
+
+
+@main.command()
+@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@click.option("--name", help="Project name (default: the folder's name).")
+@click.option("--include", multiple=True, help="Only paths matching this glob are searched (repeatable).")
+@click.option("--desc", help="What the corpus holds; agents read it to decide when to search.")
+@click.option("--yes", is_flag=True, help="Do not ask before writing.")
+@api_errors
+def scaffold(directory: str, name: str | None, include: tuple[str, ...], desc: str | None, yes: bool) -> None:
+    """Set up DIR for agents: register it, write .semsearch.json, .mcp.json and a .gitignore entry."""
+    from semsearch.scaffold import scaffold as write_project
+
+    root = Path(directory).resolve()
+    with ApiClient(Settings()) as api:
+        existing = [f for f in api.folders() if os.path.realpath(f.path) == str(root)]
+        if not existing and not yes:
+            click.confirm(f"Register {root} and write .semsearch.json and .mcp.json there?", abort=True)
+        folder = existing[0] if existing else api.add_folder(str(root), name)
+    for line in write_project(root, folder.name, list(include) or None, desc, name):
+        click.echo(line)
+    click.echo(f"Next: `semsearch index {root}`; agents started in {root} now see the MCP server.")
+
+
+@main.command()
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str) -> None:
+    """Print the shell completion script: eval "$(semsearch completion bash)"."""
+    from click.shell_completion import get_completion_class
+
+    cls = get_completion_class(shell)
+    assert cls is not None
+    click.echo(cls(main, {}, "semsearch", "_SEMSEARCH_COMPLETE").source())
 
 
 @main.command()

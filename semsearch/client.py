@@ -11,8 +11,13 @@ from semsearch.config import Settings
 from semsearch.schemas import (
     Calibration,
     ClaimIn,
+    FileContent,
     Folder,
     FolderIn,
+    GatherRequest,
+    GatherResponse,
+    GrepRequest,
+    GrepResponse,
     IndexBatch,
     IndexBatchResult,
     Lease,
@@ -119,6 +124,9 @@ class ApiClient:
     def request_run(self, request: RunRequest) -> Run:
         return Run.model_validate(self._request("POST", "/v1/runs", json=request.dump()))
 
+    def runs(self) -> list[Run]:
+        return [Run.model_validate(r) for r in self._request("GET", "/v1/runs")]
+
     def run(self, run_id: str, wait: float = 0) -> Run:
         return Run.model_validate(self._request("GET", f"/v1/runs/{run_id}", params={"wait": wait}))
 
@@ -145,6 +153,18 @@ class ApiClient:
 
     def search(self, request: SearchRequest) -> SearchResponse:
         return SearchResponse.model_validate(self._request("POST", "/v1/search", json=request.dump()))
+
+    def gather(self, request: GatherRequest) -> GatherResponse:
+        return GatherResponse.model_validate(self._request("POST", "/v1/gather", json=request.dump()))
+
+    def read_file(self, path: str, start_line: int = 1, end_line: int | None = None) -> FileContent:
+        params: dict[str, Any] = {"path": path, "startLine": start_line}
+        if end_line is not None:
+            params["endLine"] = end_line
+        return FileContent.model_validate(self._request("GET", "/v1/files", params=params))
+
+    def grep(self, request: GrepRequest) -> GrepResponse:
+        return GrepResponse.model_validate(self._request("POST", "/v1/grep", json=request.dump()))
 
     def status(self) -> Status:
         return Status.model_validate(self._request("GET", "/v1/status"))

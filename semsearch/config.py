@@ -47,6 +47,15 @@ class Settings(BaseSettings):
         None, description="Bearer token the API requires when set; required for a non-loopback bind."
     )
 
+    # --- MCP bridge ---------------------------------------------------------
+    mcp_host: str = Field("127.0.0.1", description="MCP streamable-HTTP bind; loopback by default.")
+    mcp_port: int = Field(8767, description="MCP streamable-HTTP port.")
+    mcp_token: SecretStr | None = Field(None, description="Bearer token for MCP over HTTP (default: SEMSEARCH_TOKEN).")
+    mcp_server_name: str | None = Field(None, description="The MCP server's name (or `serverName` in .semsearch.json).")
+    mcp_tool_description: str | None = Field(
+        None, description="What the corpus holds: agents read it to decide when to search (`toolDescription`)."
+    )
+
     # --- embedder ----------------------------------------------------------
     max_seq_length: int = Field(256, description="MiniLM was trained with 256-token windows; longer is truncated.")
     model_batch_size: int = Field(

@@ -240,6 +240,54 @@ class ResetIn(Wire):
     confirm: bool = False
 
 
+# --- reading, grep, gather --------------------------------------------------------------
+
+
+class FileContent(Wire):
+    file_path: str
+    folder: str
+    rel_path: str
+    start_line: int
+    end_line: int
+    total_lines: int
+    text: str
+
+
+class GrepRequest(Wire):
+    pattern: str = Field(min_length=1, max_length=1000, description="Text to find (a literal unless regex=true).")
+    folder: StrList = Field(None, description="Only these folders.")
+    file_glob: StrList = Field(None, description="Only files matching these globs, e.g. `*.py`.")
+    case_sensitive: bool = False
+    regex: bool = Field(False, description="RE2 syntax (linear time: no catastrophic backtracking).")
+    max_results: int = Field(100, ge=1, le=1000)
+
+
+class GrepMatch(Wire):
+    folder: str
+    rel_path: str
+    file_path: str
+    line: int
+    text: str
+
+
+class GrepResponse(Wire):
+    matches: list[GrepMatch]
+    files_searched: int
+    truncated: bool = Field(description="Stopped at maxResults or the time budget; narrow the search.")
+
+
+class GatherRequest(SearchRequest):
+    context_lines: int = Field(0, ge=0, le=200, description="Lines of the file around each chunk.")
+    max_tokens: int | None = Field(None, ge=50, le=200_000, description="Pack whole hits up to this budget.")
+
+
+class GatherResponse(Wire):
+    markdown: str
+    hits: int
+    left_out: int
+    tokens: int
+
+
 # --- status ------------------------------------------------------------------
 
 

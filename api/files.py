@@ -1,0 +1,72 @@
+"""Reading files for clients (cat, gather's context lines, grep), confined to the corpus.
+
+A path is readable only if, after resolving every symlink, it lies inside a registered
+folder *and* the indexer's own rules would index it — so a git-ignored file, a secret or
+anything outside the folders never leaks through a read, even when a search could not
+have returned it. The file is opened once and the opened descriptor is checked
+(`/proc/self/fd`), so a symlink swapped in between the check and the read changes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from api.folders import FolderRegistry, RegisteredFolder
+from indexer.discovery import FileList
+from semsearch.config import Settings
+
+MAX_READ_BYTES = 2_000_000  # bigger than any indexable text file; bounds a single read
+
+
+class Refused(PermissionError):
+    """The path is not one semsearch will read; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class OpenedFile:
+    folder: RegisteredFolder
+    rel_path: str
+    path: str  # the folder's path joined with rel_path (what search results show)
+    lines: list[str]
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def locate(path: str, folders: FolderRegistry) -> tuple[RegisteredFolder, str]:
+    """The registered folder containing `path` (after resolving symlinks) and the relative path."""
+    if "\x00" in path or not os.path.isabs(path):
+        raise Refused(f"{path!r} is not an absolute path; use a filePath from search results (see list_folders)")
+    real = os.path.realpath(path)
+    for folder in folders.all():
+        root = os.path.realpath(folder.path)
+        if _inside(real, root) and real != root:
+            return folder, os.path.relpath(real, root).replace(os.sep, "/")
+    raise Refused(f"{path} is outside the indexed folders; call list_folders to see which folders can be read")
+
+
+def read(path: str, folders: FolderRegistry, settings: Settings) -> OpenedFile:
+    folder, rel = locate(path, folders)
+    root = os.path.realpath(folder.path)
+    verdict = FileList.from_settings(Path(folder.path), settings).explain(rel)
+    if not verdict.included:
+        raise Refused(f"{folder.name}/{rel} is not indexed ({verdict.rule}: {verdict.detail}), so it cannot be read")
+    try:
+        fd = os.open(os.path.join(root, rel), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise Refused(f"{folder.name}/{rel} cannot be opened: {exc.strerror}") from exc
+    with os.fdopen(fd, "rb") as f:
+        opened = os.readlink(f"/proc/self/fd/{f.fileno()}")
+        if not _inside(opened, root):  # a directory on the way was swapped for a symlink
+            raise Refused(f"{path} resolved outside the indexed folders while it was opened; refused")
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise Refused(f"{folder.name}/{rel} is not a regular file")
+        data = f.read(MAX_READ_BYTES + 1)
+    if len(data) > MAX_READ_BYTES:
+        raise Refused(f"{folder.name}/{rel} is larger than {MAX_READ_BYTES:,} bytes; read it with a line range")
+    text = data.decode("utf-8", errors="replace")
+    return OpenedFile(folder, rel, os.path.join(folder.path, rel), text.splitlines())

@@ -1,0 +1,79 @@
+"""`gather`: search results packed into one Markdown block, ready for a context window.
+
+Each hit gets a header (`### [1/5]  my-api  ·  src/auth/session.py  ·  line 42  ·  [both 0.688]`)
+and its text — widened by `context_lines` read from the file (confined like `cat`) — in a
+fence longer than any backtick run inside it, so retrieved text stays data. With
+`max_tokens`, whole hits are packed until the budget (counted with the model's tokenizer)
+is spent, and the block says how many were left out.
+"""
+
+from __future__ import annotations
+
+import re
+
+from api import files, retrieval
+from api.folders import FolderRegistry
+from api.store import Store
+from embedder.client import EmbedderClient
+from semsearch.config import Settings
+from semsearch.schemas import GatherRequest, GatherResponse, Hit, SearchRequest
+
+FENCE_LANGUAGES = {
+    "py": "python", "js": "javascript", "ts": "typescript", "tsx": "tsx", "kt": "kotlin", "dart": "dart",
+    "java": "java", "go": "go", "rs": "rust", "rb": "ruby", "sh": "bash", "md": "markdown", "sql": "sql",
+    "yml": "yaml", "yaml": "yaml", "json": "json", "c": "c", "h": "c", "cpp": "cpp", "swift": "swift",
+}  # fmt: skip
+
+
+def fence_for(text: str) -> str:
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def block(number: int, total: int, hit: Hit, text: str, first_line: int) -> str:
+    where = f"page {hit.page}, line {first_line}" if hit.page else f"line {first_line}"
+    header = f"### [{number}/{total}]  {hit.folder}  ·  {hit.rel_path}  ·  {where}  ·  {hit.label}"
+    if hit.heading:
+        header += f"\n{hit.heading}"
+    fence = fence_for(text)
+    language = FENCE_LANGUAGES.get(hit.rel_path.rpartition(".")[2].lower(), "")
+    return f"{header}\n{fence}{language}\n{text}\n{fence}\n"
+
+
+def with_context(hit: Hit, lines: int, folders: FolderRegistry, settings: Settings) -> tuple[str, int]:
+    if lines == 0 or hit.page is not None:  # PDF line numbers are per page; keep the chunk as is
+        return hit.text, hit.start_line
+    try:
+        opened = files.read(hit.file_path, folders, settings)
+    except files.Refused:
+        return hit.text, hit.start_line
+    start = max(1, hit.start_line - lines)
+    end = min(len(opened.lines), hit.end_line + lines)
+    return "\n".join(opened.lines[start - 1 : end]), start
+
+
+def gather(
+    request: GatherRequest, store: Store, embedder: EmbedderClient, folders: FolderRegistry, settings: Settings
+) -> GatherResponse:
+    search_fields = set(SearchRequest.model_fields)
+    result = retrieval.search(
+        SearchRequest(**request.model_dump(include=search_fields)), store, embedder, folders, settings
+    )
+    if not result.hits:
+        return GatherResponse(markdown=result.message or "No results.", hits=0, left_out=0, tokens=0)
+    blocks = []
+    for number, hit in enumerate(result.hits, start=1):
+        text, first = with_context(hit, request.context_lines, folders, settings)
+        blocks.append(block(number, len(result.hits), hit, text, first))
+    counts = embedder.count_tokens(blocks)
+    kept, used = [], 0
+    for text, tokens in zip(blocks, counts, strict=True):
+        if request.max_tokens is not None and used + tokens > request.max_tokens:
+            break
+        kept.append(text)
+        used += tokens
+    left_out = len(blocks) - len(kept)
+    markdown = "\n".join(kept)
+    if left_out:
+        markdown += f"\n_{left_out} more result(s) left out to stay within {request.max_tokens} tokens._\n"
+    return GatherResponse(markdown=markdown, hits=len(kept), left_out=left_out, tokens=used)

@@ -1,0 +1,82 @@
+"""Grep over exactly the indexer's file list, so ignored files and secrets never leak through it.
+
+Literal by default; regexes run on RE2 (linear time), and the whole search has a time
+budget, so no pattern and no corpus can hang the server.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import re2
+
+from api.filters import matches_globs
+from api.folders import FolderError, FolderRegistry
+from indexer.discovery import FileList, size_limit
+from indexer.extract import Unindexable, extract
+from semsearch.config import Settings
+from semsearch.schemas import GrepMatch, GrepRequest, GrepResponse
+
+TIME_BUDGET_S = 5.0
+MAX_LINE_CHARS = 300
+
+
+class BadPattern(ValueError):
+    pass
+
+
+def compile_pattern(request: GrepRequest) -> re2._Regexp:
+    options = re2.Options()
+    options.log_errors = False
+    options.case_sensitive = request.case_sensitive
+    options.literal = not request.regex
+    options.max_mem = 64 << 20
+    try:
+        return re2.compile(request.pattern, options)
+    except re2.error as exc:
+        raise BadPattern(f"invalid regular expression {request.pattern!r}: {exc}; RE2 syntax is required") from exc
+
+
+def grep(request: GrepRequest, folders: FolderRegistry, settings: Settings) -> GrepResponse:
+    pattern = compile_pattern(request)
+    registered = folders.all()
+    unknown = sorted(set(request.folder or []) - {f.name for f in registered})
+    if unknown:
+        raise FolderError(f"no folder named {unknown[0]!r}; `semsearch list` shows the registered ones")
+    deadline = time.monotonic() + TIME_BUDGET_S
+    matches: list[GrepMatch] = []
+    searched, truncated = 0, False
+    for folder in registered:
+        if request.folder and folder.name not in request.folder:
+            continue
+        root = Path(folder.path)
+        for rel in FileList.from_settings(root, settings).files():
+            if request.file_glob and not matches_globs(rel, request.file_glob):
+                continue
+            if time.monotonic() > deadline or len(matches) >= request.max_results:
+                truncated = True
+                break
+            searched += 1
+            for number, line in _lines(root / rel, settings):
+                if pattern.search(line):
+                    text = line.strip()[:MAX_LINE_CHARS]
+                    path = os.path.join(folder.path, rel)
+                    matches.append(GrepMatch(folder=folder.name, rel_path=rel, file_path=path, line=number, text=text))
+                    if len(matches) >= request.max_results:
+                        break
+        if truncated:
+            break
+    return GrepResponse(matches=matches, files_searched=searched, truncated=truncated)
+
+
+def _lines(path: Path, settings: Settings) -> list[tuple[int, str]]:
+    """The file's text as the indexer sees it (PDF and DOCX extracted), opened without following links."""
+    limit = size_limit(path.name, settings.max_file_size_bytes, settings.max_document_bytes)
+    try:
+        doc = extract(path, limit)
+    except Unindexable:
+        return []
+    lines = [line for segment in doc.segments for line in segment.text.splitlines()]
+    return list(enumerate(lines, start=1))

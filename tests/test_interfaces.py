@@ -1,0 +1,341 @@
+"""Every interface over the real services: REST endpoints, MCP tools (stdio and streamable HTTP),
+CLI verbs, confinement of every read, grep against the indexer's file list, per-project setup."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from mcp.client.client import Client
+from mcp.client.stdio import StdioServerParameters
+
+from semsearch.processes import Service, free_port
+from tests.conftest import SEMSEARCH, Stack
+
+PROJECT = {
+    "src/session.py": (
+        "import time\n\n\n"
+        "def refresh_session(client):\n"
+        '    """Exchange the refresh token for a new access token."""\n'
+        "    client.token = client.post('/oauth/token')\n"
+        "    return client\n"
+    ),
+    "docs/guide.md": "# Guide\n\n## Deploying\n\nRun the migration, then roll the containers one by one.\n",
+    "build/generated.py": "GENERATED_SECRET_MARKER = 'git ignores this build output'\n",
+    "private/notes.txt": "INDEXIGNORED_MARKER lives in an .indexignore'd folder\n",
+    ".env": "API_KEY=ENV_SECRET_MARKER\n",
+    ".gitignore": "build/\n",
+    ".indexignore": "private/\n",
+}
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory, stack: Stack) -> Path:
+    base = tmp_path_factory.mktemp("interfaces")
+    root = base / "api"
+    for rel, text in PROJECT.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    # A sibling whose name starts with the folder's: /x/api-secrets next to /x/api.
+    (base / "api-secrets").mkdir()
+    (base / "api-secrets" / "keys.txt").write_text("SIBLING_SECRET_MARKER\n")
+    (base / "outside.txt").write_text("OUTSIDE_MARKER\n")
+    (root / "docs" / "escape").symlink_to(base / "api-secrets")
+    (root / "link-to-outside.txt").symlink_to(base / "outside.txt")
+    stack.cli("add", str(root))
+    stack.index()
+    return root
+
+
+def mcp_call(stack: Stack, tool: str, args: dict[str, Any], cwd: Path | None = None) -> tuple[bool, list[str]]:
+    async def call() -> tuple[bool, list[str]]:
+        params = StdioServerParameters(command=SEMSEARCH, args=["mcp"], env=stack.env, cwd=cwd)
+        async with Client(params) as client:
+            result = await client.call_tool(tool, args)
+            return result.is_error, [c.text for c in result.content]  # type: ignore[union-attr]
+
+    return anyio.run(call)
+
+
+# --- REST ----------------------------------------------------------------------------
+
+
+def test_rest_cat_reads_a_line_range(stack: Stack, project: Path) -> None:
+    with stack.http() as http:
+        full = http.get("/v1/files", params={"path": str(project / "src/session.py")}).json()
+        part = http.get(
+            "/v1/files", params={"path": str(project / "src/session.py"), "startLine": 4, "endLine": 5}
+        ).json()
+        bad = http.get("/v1/files", params={"path": str(project / "src/session.py"), "startLine": -1})
+        reversed_range = http.get(
+            "/v1/files", params={"path": str(project / "src/session.py"), "startLine": 5, "endLine": 2}
+        )
+    assert full["totalLines"] == 7 and full["relPath"] == "src/session.py" and full["folder"] == "api"
+    assert part["text"].splitlines()[0] == "def refresh_session(client):" and part["endLine"] == 5
+    assert bad.status_code == 422
+    assert reversed_range.status_code == 400 and "before startLine" in reversed_range.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    "make_path",
+    [
+        lambda root: str(root.parent / "outside.txt"),  # absolute path outside the corpus
+        lambda root: str(root / "docs" / ".." / ".." / "outside.txt"),  # .. traversal
+        lambda root: str(root / "link-to-outside.txt"),  # a symlink inside pointing outside
+        lambda root: str(root / "docs" / "escape" / "keys.txt"),  # a symlinked directory inside
+        lambda root: str(root.parent / "api-secrets" / "keys.txt"),  # prefix-sibling folder
+        lambda root: str(root / "docs" / "%2e%2e" / ".." / "outside.txt"),  # URL-encoded dots
+        lambda root: "relative/path.txt",
+        lambda root: "/etc/passwd",
+        lambda root: str(root / "build" / "generated.py"),  # git-ignored inside the folder
+        lambda root: str(root / "private" / "notes.txt"),  # .indexignore'd
+        lambda root: str(root / ".env"),  # a secret by name
+    ],
+)
+def test_reads_outside_the_index_are_refused(stack: Stack, project: Path, make_path: Any) -> None:
+    path = make_path(project)
+    with stack.http() as http:
+        response = http.get("/v1/files", params={"path": path})
+    assert response.status_code == 403, (path, response.text)
+    body = response.text
+    for marker in ("OUTSIDE_MARKER", "SIBLING_SECRET_MARKER", "GENERATED_SECRET_MARKER", "ENV_SECRET_MARKER", "root:"):
+        assert marker not in body
+    assert "list_folders" in body or "not indexed" in body or "absolute" in body
+    error, texts = mcp_call(stack, "cat_file", {"filePath": path})
+    assert error and not any("MARKER" in t for t in texts)
+
+
+def test_grep_sees_exactly_the_indexers_files(stack: Stack, project: Path) -> None:
+    def grep(pattern: str, **params: Any) -> dict:
+        with stack.http() as http:
+            return http.post("/v1/grep", json={"pattern": pattern, **params}).json()  # type: ignore[no-any-return]
+
+    for marker in ("GENERATED_SECRET_MARKER", "INDEXIGNORED_MARKER", "ENV_SECRET_MARKER", "OUTSIDE_MARKER"):
+        assert grep(marker)["matches"] == [], marker
+    found = grep("refresh_session")["matches"]
+    assert [(m["relPath"], m["line"]) for m in found] == [("src/session.py", 4)]
+    assert grep("REFRESH_SESSION", caseSensitive=True)["matches"] == []
+    assert grep(r"def \w+\(client\)", regex=True)["matches"][0]["line"] == 4
+    assert grep("roll the", fileGlob="*.md")["matches"][0]["relPath"] == "docs/guide.md"
+    assert grep("roll the", fileGlob="*.py")["matches"] == []
+
+
+def test_catastrophic_regex_is_bounded_and_bad_regex_is_a_4xx(stack: Stack, project: Path) -> None:
+    with httpx.Client(base_url=stack.url, timeout=30) as http:
+        evil = http.post("/v1/grep", json={"pattern": "(a+)+$", "regex": True})
+        broken = http.post("/v1/grep", json={"pattern": "(unclosed", "regex": True})
+        unknown = http.post("/v1/grep", json={"pattern": "x", "folder": "nope"})
+    assert evil.status_code == 200
+    assert broken.status_code == 400 and "RE2" in broken.json()["detail"]
+    assert unknown.status_code == 404
+
+
+def test_gather_packs_markdown_with_headers_and_budget(stack: Stack, project: Path) -> None:
+    with stack.http() as http:
+        full = http.post("/v1/gather", json={"query": "exchange refresh token", "k": 2, "minScore": -1}).json()
+        context = http.post(
+            "/v1/gather", json={"query": "exchange refresh token", "k": 1, "contextLines": 2, "minScore": -1}
+        ).json()
+        tight = http.post(
+            "/v1/gather", json={"query": "exchange refresh token", "k": 2, "maxTokens": 60, "minScore": -1}
+        ).json()
+    assert full["markdown"].startswith("### [1/2]  api  ·  src/session.py  ·  line ")
+    assert "```python\n" in full["markdown"] and full["hits"] == 2
+    assert "import time" in context["markdown"] or "refresh_session" in context["markdown"]
+    assert tight["leftOut"] >= 1 and "left out to stay within 60 tokens" in tight["markdown"]
+    assert tight["tokens"] <= 60
+
+
+def test_status_and_folders_report_counts(stack: Stack, project: Path) -> None:
+    with stack.http() as http:
+        status = http.get("/v1/status").json()
+        folders = http.get("/v1/folders").json()
+    assert status["chunks"] > 0 and status["indexBytes"] > 0 and status["embedder"]["ready"]
+    api = next(f for f in folders if f["name"] == "api")
+    assert api["files"] >= 3 and api["chunks"] >= 3 and api["lastIndexed"]
+
+
+# --- MCP ------------------------------------------------------------------------------
+
+
+def test_every_mcp_tool_over_stdio(stack: Stack, project: Path) -> None:
+    async def run() -> dict[str, Any]:
+        params = StdioServerParameters(command=SEMSEARCH, args=["mcp"], env=stack.env)
+        async with Client(params) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            out: dict[str, Any] = {"tools": tools}
+            calls: dict[str, dict[str, Any]] = {
+                "search": {"query": "exchange refresh token", "k": 3, "folder": "api", "min_score": -1},
+                "gather": {"query": "exchange refresh token", "k": 1, "contextLines": 1},
+                "list_folders": {},
+                "cat_file": {"filePath": str(project / "docs/guide.md"), "startLine": 3, "endLine": 5},
+                "grep": {"pattern": "refresh_session", "fileGlob": "*.py"},
+                "index": {"root": "api"},
+            }
+            for name, args in calls.items():
+                result = await client.call_tool(name, args)
+                assert not result.is_error, (name, result.content)
+                out[name] = [c.text for c in result.content]  # type: ignore[union-attr]
+            bad = await client.call_tool("search", {"query": "x", "kk": 3})
+            out["unknown_argument"] = (bad.is_error, [c.text for c in bad.content])  # type: ignore[union-attr]
+            return out
+
+    worker = Service("indexer", stack.env, stack.data_dir / "worker.log").start("--worker")
+    try:
+        out = anyio.run(run)
+    finally:
+        worker.stop()
+    assert set(out["tools"]) == {"search", "gather", "list_folders", "cat_file", "grep", "index", "index_status"}
+    for tool in out["tools"].values():
+        assert tool.input_schema.get("additionalProperties") is False
+    hits = json.loads(out["search"][0])
+    assert hits[0]["relPath"] == "src/session.py"
+    assert set(hits[0]) >= {
+        "filePath",
+        "folder",
+        "relPath",
+        "startLine",
+        "endLine",
+        "text",
+        "score",
+        "cosine",
+        "label",
+        "stale",
+    }
+    assert out["gather"][0].startswith("### [1/1]  api  ·  src/session.py")
+    assert any(f["name"] == "api" for f in json.loads(out["list_folders"][0]))
+    assert out["cat_file"][0].startswith("api · docs/guide.md:3-5") and "## Deploying" in out["cat_file"][0]
+    assert out["grep"][0] == "api · src/session.py:4  def refresh_session(client):"
+    index_run = json.loads(out["index"][0])
+    assert index_run["state"] == "done" and index_run["summary"]["filesProcessed"] == 0
+    error, texts = out["unknown_argument"]
+    assert error and "kk" in " ".join(texts)
+
+
+def test_index_status_tool_and_cli(stack: Stack, project: Path) -> None:
+    with stack.http() as http:
+        run = http.post("/v1/runs", json={"folder": "api"}).json()
+    error, texts = mcp_call(stack, "index_status", {"run_id": run["id"]})
+    assert not error and json.loads(texts[0])["state"] == "queued" and "index_status" in json.loads(texts[0])["hint"]
+    cli = json.loads(stack.cli("index-status", run["id"], "--json").stdout)
+    assert cli["id"] == run["id"]
+    missing = stack.cli("index-status", "nope", check=False)
+    assert missing.returncode == 1 and "no index run 'nope'" in missing.stderr
+
+
+def test_streamable_http_needs_the_token_and_checks_origin(stack: Stack, project: Path) -> None:
+    port = free_port()
+    env = stack.env | {"SEMSEARCH_MCP_TOKEN": "mcp-secret", "SEMSEARCH_MCP_PORT": str(port)}
+    bridge = Service("mcp_bridge", env, stack.data_dir / "mcp-http.log").start("--http")
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        for _ in range(300):  # until the port answers (any status)
+            bridge.check_alive()
+            try:
+                httpx.get(url, timeout=1)
+                break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        assert httpx.post(url, json={}).status_code == 401
+        evil_origin = httpx.post(
+            url,
+            json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+            headers={
+                "Authorization": "Bearer mcp-secret",
+                "Origin": "http://evil.example",
+                "Accept": "application/json, text/event-stream",
+            },
+        )
+        assert evil_origin.status_code in (400, 403, 421)
+
+        async def run() -> list[str]:
+            http_client = httpx.AsyncClient(headers={"Authorization": "Bearer mcp-secret"})
+            from mcp.client.streamable_http import streamable_http_client
+
+            async with Client(streamable_http_client(url, http_client=http_client)) as client:  # type: ignore[arg-type]
+                result = await client.call_tool("search", {"query": "exchange refresh token", "min_score": -1})
+                return [c.text for c in result.content]  # type: ignore[union-attr]
+
+        texts = anyio.run(run)
+        assert json.loads(texts[0])[0]["relPath"] == "src/session.py"
+    finally:
+        bridge.stop()
+
+
+def test_mcp_http_refuses_public_bind_without_token(stack: Stack) -> None:
+    env = {k: v for k, v in stack.env.items() if k not in ("SEMSEARCH_TOKEN", "SEMSEARCH_MCP_TOKEN")}
+    result = subprocess.run(
+        [sys.executable, "-m", "mcp_bridge", "--http", "--host", "0.0.0.0", "--port", str(free_port())],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode != 0 and "without a token" in result.stderr
+
+
+# --- CLI parity and per-project setup ---------------------------------------------------
+
+
+def test_cli_verbs_speak_json(stack: Stack, project: Path) -> None:
+    gathered = json.loads(stack.cli("gather", "exchange refresh token", "-k", "1", "--json").stdout)
+    assert gathered["markdown"].startswith("### [1/1]")
+    folders = json.loads(stack.cli("folders", "--json").stdout)
+    assert any(f["name"] == "api" for f in folders)
+    cat = json.loads(stack.cli("cat", str(project / "src/session.py"), "--start", "4", "--end", "4", "--json").stdout)
+    assert cat["text"] == "def refresh_session(client):"
+    grep = json.loads(stack.cli("grep", "refresh_session", "--json").stdout)
+    assert grep["matches"][0]["line"] == 4
+    assert stack.cli("grep", "NO_SUCH_TEXT_ANYWHERE", check=False).returncode == 1
+    refused = stack.cli("cat", str(project / ".env"), check=False)
+    assert refused.returncode == 1 and "ENV_SECRET_MARKER" not in refused.stdout + refused.stderr
+    config = json.loads(stack.cli("config", "--json").stdout)
+    data_dir = next(s for s in config["settings"] if s["name"] == "data_dir")
+    assert data_dir["source"] == "env" and data_dir["value"] == str(stack.data_dir)
+    assert "_SEMSEARCH_COMPLETE" in stack.cli("completion", "bash").stdout
+
+
+def test_scaffold_writes_project_files_and_keeps_edits(stack: Stack, tmp_path: Path) -> None:
+    root = tmp_path / "shop"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "cart.py").write_text("def add_to_cart(item):\n    return item\n")
+    (root / ".mcp.json").write_text(json.dumps({"mcpServers": {"other": {"command": "other-tool"}}}))
+    out = stack.cli("scaffold", str(root), "--include", "src/**", "--desc", "Shop code", "--yes").stdout
+    assert "wrote" in out
+    project = json.loads((root / ".semsearch.json").read_text())
+    mcp = json.loads((root / ".mcp.json").read_text())
+    assert (
+        project["folders"] == ["shop"]
+        and project["include"] == ["src/**"]
+        and project["toolDescription"] == "Shop code"
+    )
+    assert mcp["mcpServers"]["other"] == {"command": "other-tool"}
+    assert mcp["mcpServers"]["shop-search"] == {"command": "semsearch", "args": ["mcp"]}
+    assert ".semsearch.local.json" in (root / ".gitignore").read_text()
+    # A user edit survives a second run; a flag overwrites only its own key.
+    project["toolDescription"] = "Edited by hand"
+    project["serverName"] = "shop-code"
+    (root / ".semsearch.json").write_text(json.dumps(project))
+    stack.cli("scaffold", str(root), "--include", "src/**/*.py", "--yes")
+    again = json.loads((root / ".semsearch.json").read_text())
+    assert again["toolDescription"] == "Edited by hand" and again["serverName"] == "shop-code"
+    assert again["include"] == ["src/**/*.py"]
+    assert (root / ".gitignore").read_text().count(".semsearch.local.json") == 1
+    stack.index(str(root))
+
+    async def tools_from_subdirectory() -> tuple[str, str]:
+        params = StdioServerParameters(command=SEMSEARCH, args=["mcp"], env=stack.env, cwd=root / "src")
+        async with Client(params) as client:
+            listed = (await client.list_tools()).tools
+            description = next(t.description or "" for t in listed if t.name == "search")
+            name = client.server_info.name if client.server_info else ""
+            return name, description
+
+    name, description = anyio.run(tools_from_subdirectory)
+    assert name == "shop-code" and description.startswith("Edited by hand")
