@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install up test lint typecheck compose-check clean eval
+.PHONY: install up test lint typecheck compose-check clean eval bench
 
 install: $(STAMP)
 
@@ -45,3 +45,8 @@ eval: install
 	@test -d /usr/share/doc/python3.11/html/faq || (apt-get update -qq && apt-get install -y -qq python3.11-doc) \
 	  || echo "eval: install Debian's python3.11-doc for the question-style set"
 	$(BIN)/python -m eval.run --tune
+
+# Speed, latency, memory and disk against the model's own limit; prints a table and
+# writes bench/results.json (~20 min on 2 cores).
+bench: install
+	$(BIN)/python -m bench.run

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 
 from fastapi import FastAPI, HTTPException
 from fastapi.responses import JSONResponse
@@ -54,7 +55,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.settings = settings
-        app.state.store = Store(settings.index_dir)
+        app.state.store = Store(
+            settings.index_dir, timedelta(seconds=settings.version_retention_s), settings.housekeeping_every_writes
+        )
         app.state.folders = FolderRegistry(settings.folders_file)
         app.state.leases = Leases(settings.lease_ttl_s)
         app.state.runs = Runs()

@@ -280,9 +280,9 @@ def grep_(body: GrepRequest, folders: FoldersDep, settings: SettingsDep) -> Grep
 
 
 @v1.post("/index/optimize")
-def optimize(store: StoreDep) -> dict[str, Any]:
-    """Bring the full-text index up to date, compact, drop old versions. Indexers call it after a run."""
-    return store.optimize()
+def optimize(store: StoreDep, settings: SettingsDep) -> dict[str, Any]:
+    """Bring the full-text (and ANN) index up to date, compact, drop old versions. Indexers call it after a run."""
+    return store.optimize(settings.ann_min_rows)
 
 
 @v1.post("/index/reset")

@@ -98,6 +98,13 @@ class Settings(BaseSettings):
     default_exclude: list[str] = Field(
         ["archive"], description="Path fragments hidden unless --all (case-insensitive), e.g. old material."
     )
+    ann_min_rows: int = Field(
+        20_000, description="Build the ANN (IVF_HNSW_SQ) index from this many chunks; below it a flat scan is fast."
+    )
+    version_retention_s: float = Field(
+        300, description="Old LanceDB versions are kept this long: a reader still on one must not break."
+    )
+    housekeeping_every_writes: int = Field(200, description="Compact and clean up after this many writes.")
     default_k: int = Field(10, description="Results per query when the caller does not say.")
     max_k: int = Field(200, description="Upper bound on k: larger answers stop being 'retrieval'.")
     max_query_chars: int = Field(4_000, description="Longer queries are truncated by the model anyway.")

@@ -1,0 +1,503 @@
+"""`make bench`: speed, latency, memory and disk of the real services, against the model's own limit.
+
+Every speed is also given as a ratio to L, the int8 model alone in this process, measured
+in the same run — these machines are shared and noisy, ratios travel better than seconds.
+Prints a table and writes bench/results.json. Nothing here asserts: it measures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from embedder.client import EmbedderClient
+from embedder.model import load
+from indexer.chunker import chunk_document
+from indexer.discovery import FileList
+from indexer.extract import Unindexable, extract
+from semsearch.config import Settings
+from semsearch.processes import start_api, start_embedder
+
+HERE = Path(__file__).resolve().parent
+CORPUS_SDIST = "rich==13.9.4"  # a mid-size real project: ~200 source and doc files
+console = Console()
+results: dict[str, Any] = {}
+
+
+def median_of(runs: int, fn: Callable[[], float]) -> float:
+    return statistics.median(fn() for _ in range(runs))
+
+
+def cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+def rss_peak_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def percentiles(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+
+    def pick(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 1)
+
+    return {"p50_ms": pick(0.50), "p95_ms": pick(0.95), "p99_ms": pick(0.99), "n": len(ordered)}
+
+
+def corpus(work: Path) -> Path:
+    root = work / "rich-13.9.4"
+    if not root.is_dir():
+        download = work / "download"
+        pip = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:"]
+        subprocess.run([*pip, CORPUS_SDIST, "-d", str(download)], check=True)
+        with tarfile.open(next(download.glob("rich-*.tar.gz"))) as archive:
+            archive.extractall(work, filter="data")
+    return root
+
+
+def corpus_chunks(root: Path, count: Callable[[list[str]], list[int]]) -> list[str]:
+    settings = Settings()
+    texts: list[str] = []
+    for rel in FileList.from_settings(root, settings).files():
+        try:
+            doc = extract(root / rel, settings.max_document_bytes)
+        except Unindexable:
+            continue
+        texts += [c.text for c in chunk_document(doc, count)[0]]
+    return texts
+
+
+# --- 1. the limit -------------------------------------------------------------------------
+
+
+def measure_limit(mix: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {"threads": os.cpu_count()}
+    sweep = {}
+    for batch in (4, 8, 16):
+        encoder = load(None, 256, batch, None)
+        sample = mix[:128]
+        encoder.embed(sample[:8])  # warm up
+
+        def rate(e: Any = encoder, texts: list[str] = sample) -> float:
+            return len(texts) / timed(lambda: e.embed(texts))
+
+        sweep[batch] = round(median_of(3, rate), 2)
+    best = max(sweep, key=lambda b: sweep[b])
+    encoder = load(None, 256, best, None)
+    words = " ".join(f"token{i}" for i in range(400))
+    ids = encoder._tokenizer.encode(words, add_special_tokens=False).ids[:200]
+    fixed = [encoder._tokenizer.decode(ids)] * 64
+    out["batchSweep_mix"] = sweep
+    out["batch"] = best
+    out["L_fixed200"] = round(median_of(3, lambda: len(fixed) / timed(lambda: encoder.embed(fixed))), 2)
+    out["L_mix"] = sweep[best]
+    out["meanTokens_mix"] = round(statistics.mean(encoder.count_tokens(mix[:128])), 1)
+    return out
+
+
+def timed(fn: Callable[[], Any]) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+# --- 2. the embedder service ---------------------------------------------------------------
+
+
+def measure_service(address: str, mix: list[str], limit: float) -> dict[str, Any]:
+    sample = mix[:128]
+    out = {}
+    for clients in (1, 4):
+        per_client = [sample[i::clients] for i in range(clients)]
+
+        def one_round(parts: list[list[str]] = per_client) -> float:
+            def work(texts: list[str]) -> None:
+                c = EmbedderClient(address)
+                for start in range(0, len(texts), 64):
+                    c.embed(texts[start : start + 64])
+                c.close()
+
+            started = time.perf_counter()
+            with ThreadPoolExecutor(len(parts)) as pool:
+                list(pool.map(work, parts))
+            return len(sample) / (time.perf_counter() - started)
+
+        rate = median_of(3, one_round)
+        out[f"clients{clients}"] = {"chunksPerSecond": round(rate, 2), "ratioToL": round(rate / limit, 3)}
+    return out
+
+
+# --- 3-5, 7. indexing -----------------------------------------------------------------------
+
+
+def run_index(env: dict[str, str], *args: str) -> tuple[dict[str, Any], float, float]:
+    """An indexer run as its own process: (summary, seconds, peak RSS MB from wait4)."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "indexer", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdout is not None
+    stdout = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    seconds = time.perf_counter() - started
+    summary = json.loads(stdout.decode().strip().splitlines()[-1])
+    return summary, seconds, usage.ru_maxrss / 1024
+
+
+def add_folder(env: dict[str, str], path: Path, name: str) -> None:
+    httpx.post(f"{env['SEMSEARCH_URL']}/v1/folders", json={"path": str(path), "name": name}).raise_for_status()
+
+
+def query_latency(url: str, queries: list[str], clients: int = 1, mode: str = "hybrid") -> dict[str, Any]:
+    samples: list[float] = []
+    lock = threading.Lock()
+
+    def worker(qs: list[str]) -> None:
+        with httpx.Client(base_url=url, timeout=60) as http:
+            for q in qs:
+                started = time.perf_counter()
+                http.post("/v1/search", json={"query": q, "k": 10, "mode": mode}).raise_for_status()
+                with lock:
+                    samples.append(time.perf_counter() - started)
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(clients) as pool:
+        list(pool.map(worker, [queries[i::clients] for i in range(clients)]))
+    wall = time.perf_counter() - started
+    return percentiles(samples) | {"qps": round(len(samples) / wall, 1), "clients": clients}
+
+
+def synthetic_table(env: dict[str, str], source_index: Path, rows: int, folder: Path) -> np.ndarray:
+    """A `rows`-chunk folder built from real text and vectors (perturbed copies), written
+    through the API's batch endpoint like the indexer would. Returns all vectors."""
+    import base64
+
+    import lancedb
+
+    table = lancedb.connect(str(source_index)).open_table("chunks").to_arrow()
+    texts = table["text"].to_pylist()
+    base = np.asarray(table["vector"].to_pylist(), dtype=np.float32)
+    rng = np.random.default_rng(7)
+    folder.mkdir(parents=True, exist_ok=True)
+    add_folder(env, folder, folder.name)
+    info = EmbedderClient(env["SEMSEARCH_EMBEDDER_ADDR"]).info()
+    all_vectors = []
+    per_file, files_per_batch = 20, 50
+    with httpx.Client(base_url=env["SEMSEARCH_URL"], timeout=300) as http:
+        for batch_start in range(0, rows, per_file * files_per_batch):
+            upserts = []
+            for f in range(files_per_batch):
+                first = batch_start + f * per_file
+                if first >= rows:
+                    break
+                picks = rng.integers(0, len(texts), size=per_file)
+                vectors = base[picks] + rng.normal(0, 0.02, size=(per_file, base.shape[1])).astype(np.float32)
+                vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+                all_vectors.append(vectors)
+                upserts.append(
+                    {
+                        "path": f"f{first // per_file:06d}.txt", "mtimeNs": 1, "size": 1, "sha256": str(first),
+                        "chunks": [{"startLine": i + 1, "endLine": i + 1, "text": texts[p]} for i, p in enumerate(picks)],  # noqa: E501
+                        "vectors": base64.b64encode(vectors.astype("<f4").tobytes()).decode(),
+                    }
+                )  # fmt: skip
+            body = {"modelId": info.model_id, "dimension": info.dimension, "upserts": upserts}
+            http.post(f"/v1/folders/{folder.name}/batches", json=body).raise_for_status()
+        http.post("/v1/index/optimize").raise_for_status()
+    return np.vstack(all_vectors)[:rows]
+
+
+def ann_recall(url: str, vectors: np.ndarray, embedder: EmbedderClient, queries: list[str]) -> float:
+    hits = 0
+    with httpx.Client(base_url=url, timeout=60) as http:
+        for q in queries:
+            v = embedder.embed([q], query=True)[0]
+            exact = set(np.argsort(-(vectors @ v))[:10].tolist())
+            got = http.post("/v1/search", json={"query": q, "k": 10, "mode": "vector", "minScore": -1}).json()["hits"]
+            # Synthetic rows are named f<file>.txt with one chunk per line: recover the row number.
+            rows = {int(h["relPath"][1:7]) * 20 + h["startLine"] - 1 for h in got}
+            hits += len(rows & exact)
+    return round(hits / (10 * len(queries)), 3)
+
+
+def dir_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.run")
+    parser.add_argument("--work", type=Path, default=Path.home() / ".cache" / "semsearch-bench")
+    parser.add_argument("--big", type=int, default=100_000, help="rows of the large synthetic table")
+    parser.add_argument("--out", type=Path, default=HERE / "results.json")
+    args = parser.parse_args()
+    work: Path = args.work
+    if (work / "run").exists():
+        shutil.rmtree(work / "run")
+    work.mkdir(parents=True, exist_ok=True)
+    root = corpus(work)
+    results["machine"] = {"cpus": os.cpu_count(), "cpu": cpu_model(), "python": platform.python_version()}
+    console.print(f"[bold]corpus[/] {root}")
+
+    embedder, address = start_embedder(work / "run" / "embedder.log", SEMSEARCH_VERSION_RETENTION_S="5")
+    encoder_for_counts = EmbedderClient(address)
+    mix = corpus_chunks(root, encoder_for_counts.count_tokens)
+    random.Random(1).shuffle(mix)
+    results["corpus"] = {"sdist": CORPUS_SDIST, "chunks": len(mix)}
+
+    console.print("1. the limit L (model alone, in process)")
+    limit = measure_limit(mix)
+    results["limit"] = limit
+    L = limit["L_mix"]
+
+    console.print("2. the embedder service over gRPC")
+    results["service"] = measure_service(address, mix, L)
+
+    console.print("3. cold index of the corpus, end to end")
+    api, env = start_api(work / "run" / "corpus", address, SEMSEARCH_VERSION_RETENTION_S="5")
+    add_folder(env, root, "rich")
+    summary, seconds, indexer_rss = run_index(env)
+    rate = summary["chunksWritten"] / seconds
+    results["coldIndex"] = {
+        "files": summary["filesProcessed"], "chunks": summary["chunksWritten"], "seconds": round(seconds, 1),
+        "chunksPerSecond": round(rate, 2), "ratioToL": round(rate / L, 3), "indexerPeakRssMb": round(indexer_rss, 1),
+    }  # fmt: skip
+
+    console.print("4. no-op re-index")
+    summary, seconds, _ = run_index(env)
+    files = summary["filesSkipped"]
+    results["noopReindex"] = {
+        "files": files,
+        "seconds": round(seconds, 2),
+        "secondsPer1000Files": round(seconds / max(files, 1) * 1000, 3),
+        "filesProcessed": summary["filesProcessed"],
+    }  # noqa: E501
+
+    console.print("5. small change: 10 edited, 10 touched")
+    listed = list(FileList.from_settings(root, Settings()).files())
+    py = [p for p in listed if p.endswith(".py")]
+    for rel in py[:10]:
+        with open(root / rel, "a") as f:
+            f.write("\n# bench edit\n")
+    for rel in py[10:20]:
+        os.utime(root / rel)
+    summary, seconds, _ = run_index(env)
+    results["smallChange"] = {
+        "seconds": round(seconds, 2),
+        "filesProcessed": summary["filesProcessed"],
+        "chunksWritten": summary["chunksWritten"],
+    }  # noqa: E501
+    for rel in py[:10]:  # undo, so the next run starts from the same corpus
+        text = (root / rel).read_text()
+        (root / rel).write_text(text.removesuffix("\n# bench edit\n"))
+
+    queries = [" ".join(t.split()[:8]) for t in mix[:200] if len(t.split()) >= 4][:100]
+    console.print("6. query latency (REST, hybrid, k=10)")
+    results["queries"] = {
+        "corpus": {"chunks": results["coldIndex"]["chunks"], "sequential": query_latency(env["SEMSEARCH_URL"], queries)}
+    }  # noqa: E501
+    results["memory"] = {"apiPeakRssMb_corpus": round(rss_peak_mb(api.pid), 1)}
+    api.stop()
+
+    for rows in (10_000, args.big):
+        api, env = start_api(work / "run" / f"synthetic{rows}", address, SEMSEARCH_VERSION_RETENTION_S="5")
+        started = time.perf_counter()
+        vectors = synthetic_table(env, work / "run" / "corpus" / "index", rows, work / "run" / f"syn{rows}")
+        build = time.perf_counter() - started
+        entry: dict[str, Any] = {
+            "chunks": rows,
+            "buildSeconds": round(build, 1),
+            "sequential": query_latency(env["SEMSEARCH_URL"], queries),
+            "concurrent8": query_latency(env["SEMSEARCH_URL"], queries * 2, clients=8),
+            "annRecallAt10": ann_recall(env["SEMSEARCH_URL"], vectors, encoder_for_counts, queries[:30]),
+            "apiPeakRssMb": round(rss_peak_mb(api.pid), 1),
+            "diskBytesPerChunk": round(dir_bytes(work / "run" / f"synthetic{rows}" / "index") / rows, 1),
+        }
+        results["queries"][f"synthetic{rows}"] = entry
+        if rows == 10_000:
+            console.print("7. query latency while a cold index runs")
+            cold = dict(env)
+            api2, env2 = start_api(work / "run" / "cold2", address)
+            add_folder(env2, root, "rich")
+            runner = threading.Thread(target=run_index, args=(env2, "--force"))
+            runner.start()
+            time.sleep(3)
+            during = query_latency(env["SEMSEARCH_URL"], queries[:60])
+            runner.join()
+            api2.stop()
+            entry["duringIndexing"] = during
+            entry["p99RatioToIdle"] = round(during["p99_ms"] / max(entry["sequential"]["p99_ms"], 0.1), 2)
+            console.print("   MCP search over stdio")
+            entry["mcpStdio"] = mcp_latency(cold, queries[:30])
+        api.stop()
+
+    console.print("8. memory")
+    results["memory"]["embedderPeakRssMb"] = round(rss_peak_mb(embedder.pid), 1)
+    results["memory"]["indexerPeakRssMb_corpus"] = results["coldIndex"]["indexerPeakRssMb"]
+    results["memory"] |= indexer_memory_scaling(work, address)
+
+    console.print("9. disk growth after 1,000 single-file updates")
+    results["disk"] = disk_growth(work, address, root)
+    embedder.stop()
+    encoder_for_counts.close()
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    report()
+    console.print(f"wrote {args.out}")
+
+
+def mcp_latency(env: dict[str, str], queries: list[str]) -> dict[str, Any]:
+    import anyio
+    from mcp.client.client import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    samples: list[float] = []
+
+    async def run() -> None:
+        params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_bridge"], env=env)
+        async with Client(params) as client:
+            await client.call_tool("search", {"query": "warm up"})
+            for q in queries:
+                started = time.perf_counter()
+                await client.call_tool("search", {"query": q})
+                samples.append(time.perf_counter() - started)
+
+    anyio.run(run)
+    return percentiles(samples)
+
+
+def indexer_memory_scaling(work: Path, address: str) -> dict[str, Any]:
+    """Peak RSS of the indexer embedding the same 2,000 small files, in a corpus of 2k and of 20k files."""
+    out = {}
+    for total in (2_000, 20_000):
+        folder = work / "run" / f"files{total}"
+        for i in range(total):
+            path = folder / f"d{i // 500:03d}" / f"note{i:05d}.txt"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(f"note {i}: a short line about topic {i % 97}\n")
+        api, env = start_api(work / "run" / f"mem{total}", address)
+        add_folder(env, folder, folder.name)
+        _, seconds, rss = run_index(env, "--max-files", "2000")
+        out[f"indexerPeakRssMb_{total}files"] = round(rss, 1)
+        api.stop()
+    out["indexerRssRatio_20k_vs_2k"] = round(out["indexerPeakRssMb_20000files"] / out["indexerPeakRssMb_2000files"], 3)
+    return out
+
+
+def disk_growth(work: Path, address: str, root: Path) -> dict[str, Any]:
+    data = work / "run" / "corpus"
+    api, env = start_api(data, address, SEMSEARCH_VERSION_RETENTION_S="5", SEMSEARCH_HOUSEKEEPING_EVERY_WRITES="200")
+    with httpx.Client(base_url=env["SEMSEARCH_URL"], timeout=120) as http:
+        http.post("/v1/index/optimize").raise_for_status()
+        time.sleep(6)
+        http.post("/v1/index/optimize").raise_for_status()
+        fresh = dir_bytes(data / "index")
+        chunks = http.get("/v1/status").json()["chunks"]
+        manifest = http.get("/v1/folders/rich/manifest").json()["files"][:50]
+        import lancedb
+
+        table = lancedb.connect(str(data / "index")).open_table("chunks")
+        info = EmbedderClient(address).info()
+        for n in range(1000):
+            entry = manifest[n % len(manifest)]
+            rows = table.search().where(f"path = '{entry['path']}'").limit(None).to_arrow()
+            import base64
+
+            vectors = np.asarray(rows["vector"].to_pylist(), dtype="<f4")
+            body = {
+                "modelId": info.model_id, "dimension": info.dimension,
+                "upserts": [{
+                    "path": entry["path"], "mtimeNs": entry["mtimeNs"] + n + 1, "size": entry["size"], "sha256": f"u{n}",  # noqa: E501
+                    "chunks": [{"startLine": s, "endLine": e, "text": t} for s, e, t in zip(rows["start_line"].to_pylist(), rows["end_line"].to_pylist(), rows["text"].to_pylist(), strict=True)],  # noqa: E501
+                    "vectors": base64.b64encode(vectors.tobytes()).decode(),
+                }],
+            }  # fmt: skip
+            http.post("/v1/folders/rich/batches", json=body).raise_for_status()
+        time.sleep(6)
+        http.post("/v1/index/optimize").raise_for_status()
+        after = dir_bytes(data / "index")
+    api.stop()
+    return {
+        "bytesPerChunk": round(fresh / max(chunks, 1), 1),
+        "freshBytes": fresh,
+        "after1000UpdatesBytes": after,
+        "growthRatio": round(after / fresh, 3),
+    }
+
+
+def report() -> None:
+    table = Table(title="semsearch bench")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    table.add_column("target")
+    L = results["limit"]["L_mix"]
+    rows = [
+        ("L fixed 200-token chunks (chunks/s)", results["limit"]["L_fixed200"], ""),
+        ("L corpus mix (chunks/s)", L, f"batch {results['limit']['batch']}"),
+        ("service, 1 client (× L)", results["service"]["clients1"]["ratioToL"], "≥ 0.95"),
+        ("service, 4 clients (× L)", results["service"]["clients4"]["ratioToL"], "≥ 0.95"),
+        (
+            "cold index chunks/s (× L)",
+            f"{results['coldIndex']['chunksPerSecond']} ({results['coldIndex']['ratioToL']})",
+            "≥ 0.85 L",
+        ),  # noqa: E501
+        ("no-op re-index s / 1000 files", results["noopReindex"]["secondsPer1000Files"], "≤ 0.5"),
+        (
+            "small change s (files embedded)",
+            f"{results['smallChange']['seconds']} ({results['smallChange']['filesProcessed']})",
+            "10 files",
+        ),  # noqa: E501
+    ]
+    for key, entry in results["queries"].items():
+        seq = entry["sequential"]
+        rows.append(
+            (f"query {key} p50/p95/p99 ms", f"{seq['p50_ms']}/{seq['p95_ms']}/{seq['p99_ms']}", "100k: ≤25/–/≤60")
+        )  # noqa: E501
+        if "concurrent8" in entry:
+            c8 = entry["concurrent8"]
+            rows.append((f"query {key} 8 clients p50/p99 ms, qps", f"{c8['p50_ms']}/{c8['p99_ms']}, {c8['qps']}", ""))
+            rows.append((f"ANN recall@10 {key}", entry["annRecallAt10"], "≥ 0.98"))
+            rows.append((f"API peak RSS MB {key}", entry["apiPeakRssMb"], "≤ 600 at 100k"))
+        if "duringIndexing" in entry:
+            rows.append(("query p99 during indexing (× idle)", entry["p99RatioToIdle"], "≤ 3"))
+            rows.append(("MCP stdio search p50 ms", entry["mcpStdio"]["p50_ms"], "≤ 40"))
+    memory = results["memory"]
+    rows += [
+        ("embedder peak RSS MB", memory["embedderPeakRssMb"], "≤ 300"),
+        ("indexer peak RSS MB (corpus)", memory["indexerPeakRssMb_corpus"], "≤ 300"),
+        ("indexer RSS 20k vs 2k files", memory["indexerRssRatio_20k_vs_2k"], "≤ 1.2"),
+        ("disk bytes per chunk", results["disk"]["bytesPerChunk"], ""),
+        ("disk after 1,000 updates (× fresh)", results["disk"]["growthRatio"], "≤ 1.2"),
+    ]
+    for name, value, target in rows:
+        table.add_row(name, str(value), target)
+    console.print(table)
+
+
+if __name__ == "__main__":
+    main()
