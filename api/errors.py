@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -68,11 +70,30 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        if is_disk_full(exc):
+            return problem(
+                507,
+                "Disk full",
+                "disk full: the data volume has no space left, so nothing was written (searches keep "
+                "working on what was committed); free some space and run `semsearch index` again",
+            )
         return problem(500, "Internal error", f"{type(exc).__name__}: {exc}; details are in the API log")
 
     @app.exception_handler(EmbedderError)
     async def embedder_down(request: Request, exc: EmbedderError) -> JSONResponse:
         return problem(503, "Embedder unavailable", str(exc))
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """ENOSPC, however the storage layer wraps it (LanceDB reports it as text)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno == errno.ENOSPC:
+            return True
+        if "No space left on device" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _title(status: int) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from api.folders import FolderRegistry, RegisteredFolder
 from indexer.discovery import FileList
+from indexer.secrets import redact
 from semsearch.config import Settings
 
 MAX_READ_BYTES = 2_000_000  # bigger than any indexable text file; bounds a single read
@@ -69,4 +70,6 @@ def read(path: str, folders: FolderRegistry, settings: Settings) -> OpenedFile:
     if len(data) > MAX_READ_BYTES:
         raise Refused(f"{folder.name}/{rel} is larger than {MAX_READ_BYTES:,} bytes; read it with a line range")
     text = data.decode("utf-8", errors="replace")
+    if settings.redact_secrets:
+        text = redact(text)[0]  # the same text the index holds: a read never reveals more than a search
     return OpenedFile(folder, rel, os.path.join(folder.path, rel), text.splitlines())

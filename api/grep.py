@@ -75,7 +75,7 @@ def _lines(path: Path, settings: Settings) -> list[tuple[int, str]]:
     """The file's text as the indexer sees it (PDF and DOCX extracted), opened without following links."""
     limit = size_limit(path.name, settings.max_file_size_bytes, settings.max_document_bytes)
     try:
-        doc = extract(path, limit)
+        doc = extract(path, limit, settings.redact_secrets)
     except Unindexable:
         return []
     lines = [line for segment in doc.segments for line in segment.text.splitlines()]

@@ -11,6 +11,7 @@ holds the old stamp and the next indexing run redoes that file.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -106,6 +107,8 @@ class Store:
         index_dir.mkdir(parents=True, exist_ok=True)
         self.index_dir = index_dir
         self._meta_path = index_dir / "meta.json"
+        self.notice: str | None = None
+        self._set_aside_other_layouts()
         self._lock = threading.Lock()
         self.retention = retention
         self.housekeeping_every = housekeeping_every
@@ -117,6 +120,26 @@ class Store:
         self._chunks = self._db.open_table(CHUNKS) if CHUNKS in names else None
         self._fts_ready = False
         self._ann_ready = False
+
+    def _set_aside_other_layouts(self) -> None:
+        """An index written with another schema is never read: it is moved aside, and a notice
+        (in /v1/status and the log) says to re-index."""
+        if not self._meta_path.exists():
+            return
+        meta = json.loads(self._meta_path.read_text())
+        found = meta.get("schema_version")
+        if found == SCHEMA_VERSION:
+            return
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+        aside = self.index_dir.with_name(f"{self.index_dir.name}.schema-v{found}.{stamp}")
+        self.index_dir.rename(aside)
+        self.index_dir.mkdir()
+        self.notice = (
+            f"the index at {self.index_dir} was written with schema v{found}, this version uses "
+            f"v{SCHEMA_VERSION}; it was moved to {aside} and the index is empty: run `semsearch index` "
+            "to rebuild it (delete the old copy when you are happy)"
+        )
+        logging.getLogger("semsearch.api").warning(self.notice)
 
     # --- identity --------------------------------------------------------------
 

@@ -18,9 +18,10 @@ class EmbedderError(RuntimeError):
 
 
 class EmbedderClient:
-    def __init__(self, address: str, timeout: float = 60.0) -> None:
+    def __init__(self, address: str, timeout: float = 60.0, retry_for_s: float = 0.0) -> None:
         self.address = address
         self.timeout = timeout
+        self.retry_for_s = retry_for_s  # the indexer waits out an embedder restart; queries fail fast
         self._channel = grpc.insecure_channel(
             address,
             options=[
@@ -34,16 +35,23 @@ class EmbedderClient:
         self._channel.close()
 
     def _call(self, method: str, request: object) -> object:
-        try:
-            return getattr(self._stub, method)(request, timeout=self.timeout)
-        except grpc.RpcError as exc:
-            code = exc.code()  # type: ignore[attr-defined]
-            if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-                raise EmbedderError(
-                    f"embedder at {self.address} is not reachable ({code.name.lower()}); "
-                    "start it with `semsearch serve` or `docker compose up embedder`"
-                ) from exc
-            raise EmbedderError(f"embedder at {self.address} failed: {exc.details()}") from exc  # type: ignore[attr-defined]
+        deadline = time.monotonic() + self.retry_for_s
+        delay = 0.25
+        while True:
+            try:
+                return getattr(self._stub, method)(request, timeout=self.timeout)
+            except grpc.RpcError as exc:
+                code = exc.code()  # type: ignore[attr-defined]
+                if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                    raise EmbedderError(f"embedder at {self.address} failed: {exc.details()}") from exc  # type: ignore[attr-defined]
+                if time.monotonic() + delay > deadline:
+                    waited = f" after retrying for {self.retry_for_s:.0f} s" if self.retry_for_s else ""
+                    raise EmbedderError(
+                        f"embedder at {self.address} is not reachable ({code.name.lower()}){waited}; "
+                        "start it with `semsearch serve` or `docker compose up embedder`"
+                    ) from exc
+                time.sleep(delay)  # exponential backoff: the embedder may be restarting
+                delay = min(delay * 2, 5.0)
 
     def info(self) -> pb.InfoResponse:
         return self._call("Info", pb.InfoRequest())  # type: ignore[return-value]

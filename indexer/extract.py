@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
 
+from indexer.secrets import redact
+
 MARKDOWN_EXTENSIONS = frozenset({"md", "markdown", "mdx"})
 MAX_DOCX_XML_BYTES = 50_000_000  # uncompressed document.xml; beyond this it is a zip bomb, not a document
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
@@ -42,6 +44,7 @@ class Document:
     sha256: str
     mtime_ns: int
     size: int
+    redacted: int = 0  # secrets replaced by [REDACTED:…] before anything else sees the text
 
 
 def read_bytes(path: Path, max_bytes: int) -> tuple[bytes, os.stat_result]:
@@ -64,7 +67,7 @@ def read_bytes(path: Path, max_bytes: int) -> tuple[bytes, os.stat_result]:
     return data, st
 
 
-def extract(path: Path, max_bytes: int) -> Document:
+def extract(path: Path, max_bytes: int, redact_secrets: bool = True) -> Document:
     data, st = read_bytes(path, max_bytes)
     ext = path.suffix.lower().lstrip(".")
     markdown = ext in MARKDOWN_EXTENSIONS
@@ -76,7 +79,15 @@ def extract(path: Path, max_bytes: int) -> Document:
         if b"\x00" in data[:4096]:
             raise Unindexable("binary", f"{path}: contains NUL bytes (binary)")
         segments = [Segment(data.decode("utf-8", errors="replace"))]
-    return Document(segments, markdown, hashlib.sha256(data).hexdigest(), st.st_mtime_ns, st.st_size)
+    redacted = 0
+    if redact_secrets:
+        cleaned = []
+        for segment in segments:
+            text, count = redact(segment.text)
+            cleaned.append(Segment(text, segment.page))
+            redacted += count
+        segments = cleaned
+    return Document(segments, markdown, hashlib.sha256(data).hexdigest(), st.st_mtime_ns, st.st_size, redacted)
 
 
 def _pdf(path: Path, data: bytes) -> list[Segment]:

@@ -50,7 +50,9 @@ def resolve_target(folders: list[Folder], path: str | None) -> tuple[list[Folder
 
 @contextmanager
 def connect(settings: Settings, reporter: Reporter | None = None, concurrency: int | None = None) -> Iterator[Indexer]:
-    embedder = EmbedderClient(settings.embedder_target, timeout=settings.embedder_timeout_s)
+    embedder = EmbedderClient(
+        settings.embedder_target, timeout=settings.embedder_timeout_s, retry_for_s=settings.embedder_retry_s
+    )
     try:
         with ApiClient(settings) as api:
             yield Indexer(settings, api, embedder, reporter, concurrency or settings.index_concurrency)
@@ -103,9 +105,12 @@ def explain(settings: Settings, path: str) -> dict[str, object]:
             return {"path": absolute, "folder": folder.name, "indexed": True, "rule": "folder", "detail": "registered"}
         verdict = FileList.from_settings(Path(folder.path), settings).explain(rel)
         rule, detail = verdict.rule, verdict.detail
+        redacted = 0
         if verdict.included:
             try:  # content checks that only reading can make (NUL bytes, corrupt PDF, …)
-                extract(Path(folder.path) / rel, settings.max_document_bytes)
+                redacted = extract(
+                    Path(folder.path) / rel, settings.max_document_bytes, settings.redact_secrets
+                ).redacted
             except Unindexable as exc:
                 rule, detail = exc.reason, str(exc)
         entry = next((e for e in api.manifest(folder.name).files if e.path == rel), None)
@@ -118,6 +123,7 @@ def explain(settings: Settings, path: str) -> dict[str, object]:
         "detail": detail,
         "chunks": entry.chunks if entry else 0,
         "inIndex": entry is not None,
+        "secretsRedacted": redacted,
     }
     if entry is not None:
         try:

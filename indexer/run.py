@@ -263,7 +263,7 @@ class Indexer:
     def _prepare(self, root: Path, rel: str) -> Prepared | Unindexable:
         try:
             limit = size_limit(rel, self.settings.max_file_size_bytes, self.settings.max_document_bytes)
-            doc = extract(root / rel, limit)
+            doc = extract(root / rel, limit, self.settings.redact_secrets)
         except Unindexable as exc:
             return exc
         stamp = FileStamp(path=rel, mtime_ns=doc.mtime_ns, size=doc.size, sha256=doc.sha256)

@@ -256,6 +256,8 @@ def explain(path: str, as_json: bool) -> None:
         if result.get("stale"):
             state += " (changed since indexed: run `semsearch index`)"
         click.echo(f"  {state}")
+    if result.get("secretsRedacted"):
+        click.echo(f"  {result['secretsRedacted']} secret(s) redacted before indexing ([REDACTED:…] in results)")
 
 
 @main.command()
@@ -476,6 +478,8 @@ def status(as_json: bool) -> None:
             click.echo(f"embedder  {st.embedder.address}  NOT READY: {st.embedder.error}")
         click.echo(f"data      {st.data_dir}  ({st.index_bytes / 1e6:.1f} MB index)")
         click.echo(f"folders   {len(st.folders)}  files {st.files:,}  chunks {st.chunks:,}")
+        if st.notice:
+            click.echo(f"notice    {st.notice}")
         for f in st.folders:
             click.echo(f"  {f.name:<20} {f.files:>7,} files {f.chunks:>8,} chunks  {f.path}")
     sys.exit(0 if ready else 1)

@@ -73,6 +73,12 @@ class Settings(BaseSettings):
     global_indexignore: Path | None = Field(
         None, description="An .indexignore applied to every folder; default: `indexignore` in the data dir."
     )
+    redact_secrets: bool = Field(
+        True, description="Replace private keys and provider tokens with [REDACTED:…] before indexing and reads."
+    )
+    embedder_retry_s: float = Field(
+        120.0, description="How long the indexer keeps retrying an unreachable embedder (restarts, upgrades)."
+    )
     chunk_tokens: int = Field(200, description="Target chunk size: long enough for context, short of the window.")
     chunk_overlap_tokens: int = Field(35, description="Shared between neighbours so a sentence cut in two is found.")
     chunk_max_tokens: int = Field(254, description="Hard cap: 254 + [CLS] + [SEP] = the model's 256 window.")

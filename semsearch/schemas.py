@@ -303,6 +303,7 @@ class EmbedderStatus(Wire):
 
 class Status(Wire):
     version: str
+    notice: str | None = Field(None, description="Something an operator should act on (e.g. an index to rebuild).")
     data_dir: str
     index_bytes: int
     embedder: EmbedderStatus
