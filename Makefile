@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install up test lint typecheck compose-check clean eval bench
+.PHONY: install up test lint typecheck compose-check clean eval bench fuzz soak
 
 install: $(STAMP)
 
@@ -50,3 +50,10 @@ eval: install
 # writes bench/results.json (~20 min on 2 cores).
 bench: install
 	$(BIN)/python -m bench.run
+
+# Long versions of the hostile-input and load tests (the suite runs short ones).
+fuzz: install
+	FUZZ_EXAMPLES=400 $(BIN)/pytest -q tests/test_fuzz.py
+
+soak: install
+	$(BIN)/python -m bench.soak --seconds 180 --clients 16

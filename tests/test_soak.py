@@ -1,0 +1,15 @@
+"""A short soak in CI (the long one is `make soak`): concurrent searches while an index run writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.soak import soak
+
+
+def test_searches_never_fail_while_an_index_run_writes(tmp_path: Path) -> None:
+    result = soak(tmp_path, seconds=12, clients=6, files=40)
+    assert result["idle"]["requests"] > 0 and result["duringIndexing"]["requests"] > 0
+    assert result["idle"]["failed"] == 0, result["idle"]["failures"]
+    assert result["duringIndexing"]["failed"] == 0, result["duringIndexing"]["failures"]
+    assert result["indexRun"]["filesProcessed"] == 40 and result["indexRun"]["errors"] == []
