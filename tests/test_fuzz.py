@@ -114,7 +114,7 @@ def test_rest_api_fuzzed_from_its_openapi(api_factory, tmp_path: Path) -> None: 
     failures: list[str] = []
     cases = 0
     for result in schema.get_all_operations():
-        operation = result.ok()
+        operation = result.ok()  # type: ignore[union-attr]
         if operation.label in SLOW_OPERATIONS:
             continue
 
@@ -167,7 +167,7 @@ def test_mcp_tools_fuzzed_from_their_input_schemas(stack: Stack) -> None:
                         "responses": {"200": {"description": "ok"}},
                     }}},
                 }  # fmt: skip
-                operation = next(iter(schemathesis.openapi.from_dict(openapi).get_all_operations())).ok()
+                operation = next(iter(schemathesis.openapi.from_dict(openapi).get_all_operations())).ok()  # type: ignore[union-attr]
                 strategy = operation.as_strategy()
                 for _ in range(max(3, EXAMPLES // 5)):
                     args = strategy.example().body  # outside @given: one MCP session for every case
