@@ -27,7 +27,32 @@ def problem(status: int, title: str, detail: str, headers: dict[str, str] | None
     )
 
 
+# Errors our modules raise on purpose, with the status and title they map to. Their
+# messages are written for people already, so the detail is the message.
+DOMAIN_ERRORS: dict[type[Exception], tuple[int, str]] = {
+    ModelMismatch: (409, "Model mismatch"),
+    LeaseConflict: (409, "Folder busy"),
+    RunNotFound: (404, "Not found"),
+    Refused: (403, "Refused"),
+    BadPattern: (400, "Invalid pattern"),
+    InvalidBatch: (400, "Invalid batch"),
+    EmbedderError: (503, "Embedder unavailable"),
+}
+
+
+def _domain_handler(status: int, title: str):  # type: ignore[no-untyped-def]
+    async def handle(request: Request, exc: Exception) -> JSONResponse:
+        return problem(status, title, str(exc.args[0]) if exc.args else str(exc))
+
+    return handle
+
+
 def install(app: FastAPI) -> None:
+    @app.exception_handler(FolderError)
+    async def folder_error(request: Request, exc: FolderError) -> JSONResponse:
+        missing = "no folder" in str(exc)
+        return problem(404 if missing else 400, "Folder", str(exc))
+
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
         return problem(exc.status_code, _title(exc.status_code), str(exc.detail), dict(exc.headers or {}))
@@ -40,33 +65,8 @@ def install(app: FastAPI) -> None:
             parts.append(f"{where}: {err['msg']}" if where else err["msg"])
         return problem(422, "Invalid request", "; ".join(parts))
 
-    @app.exception_handler(FolderError)
-    async def folder_error(request: Request, exc: FolderError) -> JSONResponse:
-        return problem(404 if "no folder" in str(exc) or "not a registered" in str(exc) else 400, "Folder", str(exc))
-
-    @app.exception_handler(ModelMismatch)
-    async def model_mismatch(request: Request, exc: ModelMismatch) -> JSONResponse:
-        return problem(409, "Model mismatch", str(exc))
-
-    @app.exception_handler(LeaseConflict)
-    async def lease_conflict(request: Request, exc: LeaseConflict) -> JSONResponse:
-        return problem(409, "Folder busy", str(exc))
-
-    @app.exception_handler(RunNotFound)
-    async def run_not_found(request: Request, exc: RunNotFound) -> JSONResponse:
-        return problem(404, "Not found", str(exc.args[0]))
-
-    @app.exception_handler(Refused)
-    async def refused(request: Request, exc: Refused) -> JSONResponse:
-        return problem(403, "Refused", str(exc))
-
-    @app.exception_handler(BadPattern)
-    async def bad_pattern(request: Request, exc: BadPattern) -> JSONResponse:
-        return problem(400, "Invalid pattern", str(exc))
-
-    @app.exception_handler(InvalidBatch)
-    async def invalid_batch(request: Request, exc: InvalidBatch) -> JSONResponse:
-        return problem(400, "Invalid batch", str(exc))
+    for exc_type, (status, title) in DOMAIN_ERRORS.items():
+        app.add_exception_handler(exc_type, _domain_handler(status, title))
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
@@ -78,10 +78,6 @@ def install(app: FastAPI) -> None:
                 "working on what was committed); free some space and run `semsearch index` again",
             )
         return problem(500, "Internal error", f"{type(exc).__name__}: {exc}; details are in the API log")
-
-    @app.exception_handler(EmbedderError)
-    async def embedder_down(request: Request, exc: EmbedderError) -> JSONResponse:
-        return problem(503, "Embedder unavailable", str(exc))
 
 
 def is_disk_full(exc: BaseException) -> bool:

@@ -37,6 +37,17 @@ def rrf(
     return sorted(fused.values(), key=lambda f: (-f.score, f.vector_rank or 10**9, f.bm25_rank or 10**9))
 
 
+def agreement_weight(
+    base: float, vector_top_cosine: float | None, lexical_top_cosine: float | None, tau: float, floor: float = 0.0
+) -> float:
+    """The BM25 arm's weight for one query, scaled down when its best hit is semantically far
+    from the vector arm's best (cosine gap over `tau`): that is BM25 matching words, not meaning,
+    the failure that drags question-style queries down. `tau` 0 turns it off."""
+    if tau <= 0 or vector_top_cosine is None or lexical_top_cosine is None:
+        return base
+    return base * max(floor, min(1.0, 1.0 - (vector_top_cosine - lexical_top_cosine) / tau))
+
+
 def label(cosine: float, vector_rank: int | None, bm25_rank: int | None, exact: bool) -> str:
     if exact:
         return "[exact match]"

@@ -17,7 +17,7 @@ import numpy as np
 
 from api import filters
 from api.folders import FolderError, FolderRegistry
-from api.fusion import abstain_message, is_exact, label, lifecycle_label, passes, rrf
+from api.fusion import abstain_message, agreement_weight, is_exact, label, lifecycle_label, passes, rrf
 from api.lexical import identifiers_in, query_terms
 from api.store import ModelMismatch, Store
 from embedder.client import EmbedderClient
@@ -71,7 +71,7 @@ def search(
     terms: list[str] = []
     if mode != "vector":
         terms = query_terms(request.query)
-        if mode == "hybrid":
+        if mode == "hybrid" and settings.lexical_max_doc_freq < 1.0:
             terms = informative_terms(terms, store, settings.lexical_max_doc_freq)
         lexical_rows = store.lexical_search(terms, pool, where)
 
@@ -81,14 +81,22 @@ def search(
         row["cosine"] = float(np.dot(np.asarray(row.pop("vector"), dtype=np.float32), vector))
         rows[row["id"]] = row
     rows.update({row["id"]: row for row in vector_rows})
+    identifiers = identifiers_in(request.query)
+    lexical_weight = settings.lexical_weight
+    if mode == "hybrid" and not identifiers:  # identifiers are where BM25 is the authority
+        lexical_weight = agreement_weight(
+            settings.lexical_weight,
+            vector_rows[0]["cosine"] if vector_rows else None,
+            lexical_rows[0]["cosine"] if lexical_rows else None,
+            settings.agreement_tau,
+        )
     fused = rrf(
         [r["id"] for r in vector_rows],
         [r["id"] for r in lexical_rows],
         settings.rrf_k,
         settings.vector_weight,
-        settings.lexical_weight,
+        lexical_weight,
     )
-    identifiers = identifiers_in(request.query)
     exact = {f.id for f in fused if is_exact(identifiers, rows[f.id]["text"])}
     if exact and is_exact_query(request.query, identifiers):
         fused.sort(key=lambda f: f.id not in exact)  # stable: exact hits first, each group in fused order

@@ -11,6 +11,13 @@ from proto import embedder_pb2 as pb
 from proto import embedder_pb2_grpc as pb_grpc
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+# What an embedder that is stopping, restarting or overloaded answers: worth waiting out.
+TRANSIENT = (
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.CANCELLED,
+    grpc.StatusCode.ABORTED,
+)
 
 
 class EmbedderError(RuntimeError):
@@ -42,7 +49,7 @@ class EmbedderClient:
                 return getattr(self._stub, method)(request, timeout=self.timeout)
             except grpc.RpcError as exc:
                 code = exc.code()  # type: ignore[attr-defined]
-                if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                if code not in TRANSIENT:
                     raise EmbedderError(f"embedder at {self.address} failed: {exc.details()}") from exc  # type: ignore[attr-defined]
                 if time.monotonic() + delay > deadline:
                     waited = f" after retrying for {self.retry_for_s:.0f} s" if self.retry_for_s else ""

@@ -26,7 +26,8 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
-from api.fusion import rrf
+from api.fusion import agreement_weight, rrf
+from api.lexical import identifiers_in
 from eval.datasets import BUILDERS, HERE, SHARED, Dataset
 from semsearch.processes import Service, start_api, start_embedder
 
@@ -115,18 +116,30 @@ class Evaluator:
                 arms = self.ask(http, data, text, "hybrid", arms=True)["arms"]
                 out[qid] = {
                     "vector": [(a["id"], a["relPath"], a["cosine"]) for a in arms["vector"]],
-                    "lexical": [(a["id"], a["relPath"], a["bm25"]) for a in arms["lexical"]],
+                    "lexical": [(a["id"], a["relPath"], a["cosine"]) for a in arms["lexical"]],
+                    "identifiers": bool(identifiers_in(text)),
                 }
         return out
 
 
 def fuse_offline(
-    data: Dataset, arms: dict[str, dict[str, Any]], rrf_k: float, vector_weight: float, lexical_weight: float
+    data: Dataset,
+    arms: dict[str, dict[str, Any]],
+    rrf_k: float,
+    vector_weight: float,
+    lexical_weight: float,
+    tau: float = 0.0,
 ) -> dict[str, dict[str, float]]:
+    """What the API's hybrid ranking would return, from each arm's candidates (same functions)."""
     run = {}
     for qid, arm in arms.items():
         paths = {i: p for i, p, _ in arm["vector"]} | {i: p for i, p, _ in arm["lexical"]}
-        fused = rrf([a[0] for a in arm["vector"]], [a[0] for a in arm["lexical"]], rrf_k, vector_weight, lexical_weight)
+        weight = lexical_weight
+        if not arm.get("identifiers"):
+            top_v = arm["vector"][0][2] if arm["vector"] else None
+            top_l = arm["lexical"][0][2] if arm["lexical"] else None
+            weight = agreement_weight(lexical_weight, top_v, top_l, tau)
+        fused = rrf([a[0] for a in arm["vector"]], [a[0] for a in arm["lexical"]], rrf_k, vector_weight, weight)
         ranked: dict[str, None] = {}
         for f in fused:
             ranked.setdefault(data.doc_id(paths[f.id]), None)
@@ -146,13 +159,15 @@ def tune(evaluator: Evaluator, data: Dataset, data_dir: Path, gates: list[float]
             arms = evaluator.collect_arms(data, env, "train")
         finally:
             service.stop()
-        for rrf_k in (5, 10, 20, 40, 60):
-            for vector_weight in (0.5, 0.6, 0.7, 0.8):
-                metrics = score(data.qrels["train"], fuse_offline(data, arms, rrf_k, vector_weight, 1 - vector_weight))
-                row = {"lexicalMaxDocFreq": gate, "rrfK": rrf_k, "vectorWeight": vector_weight, **metrics}
-                table.append(row)
-                if metrics["nDCG@10"] > best["nDCG@10"]:
-                    best = row
+        for rrf_k in (5, 10, 20, 60):
+            for vector_weight in (0.5, 0.6, 0.7):
+                for tau in (0.0, 0.1, 0.2, 0.3):
+                    run = fuse_offline(data, arms, rrf_k, vector_weight, 1 - vector_weight, tau)
+                    metrics = score(data.qrels["train"], run)
+                    row = {"lexicalMaxDocFreq": gate, "rrfK": rrf_k, "vectorWeight": vector_weight, "tau": tau}
+                    table.append(row | metrics)
+                    if metrics["nDCG@10"] > best["nDCG@10"]:
+                        best = row | metrics
         console.print(f"  tuned gate {gate}: best so far {best}")
     return {"best": best, "grid": table}
 
@@ -182,7 +197,7 @@ def main() -> None:
                 service.stop()
             entry: dict[str, Any] = {"index": summary, "queries": {s: len(q) for s, q in data.queries.items()}}
             if args.tune and name == "scifact":
-                entry["tuning"] = tune(evaluator, data, data_dir, [0.01, 0.02, 0.05, 0.1, 1.0])
+                entry["tuning"] = tune(evaluator, data, data_dir, [0.1, 1.0])
             service, env = start_api(data_dir, addr)
             try:
                 split = "test"

@@ -55,6 +55,7 @@ def connect(settings: Settings, reporter: Reporter | None = None, concurrency: i
     )
     try:
         with ApiClient(settings) as api:
+            api.folders()  # the API first: if it is down, say so at once
             yield Indexer(settings, api, embedder, reporter, concurrency or settings.index_concurrency)
     finally:
         embedder.close()

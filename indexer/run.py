@@ -35,6 +35,7 @@ from semsearch.schemas import ChunkIn, DocMeta, FileChunks, FileStamp, Folder, I
 T = TypeVar("T")
 R = TypeVar("R")
 BYTES_PER_CHUNK_OVERHEAD = 384 * 4 + 300  # vector + row overhead, for --dry-run's disk estimate
+STARTUP_WAIT_S = 10.0  # how long a run waits for the embedder to come up before it gives up
 
 
 @dataclass
@@ -131,7 +132,13 @@ class Indexer:
         self.embedder = embedder
         self.out = reporter or Reporter()
         self.concurrency = max(1, concurrency)
-        info = embedder.info()
+        # At start a missing embedder is most likely not started at all: say so within seconds.
+        # Mid-run, calls wait out a restart for the client's full retry budget.
+        patient, embedder.retry_for_s = embedder.retry_for_s, min(embedder.retry_for_s, STARTUP_WAIT_S)
+        try:
+            info = embedder.info()
+        finally:
+            embedder.retry_for_s = patient
         self.model_id = info.model_id
         self.dimension = info.dimension
         self.holder = f"indexer pid {os.getpid()} on {socket.gethostname()}"

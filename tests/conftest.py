@@ -25,22 +25,6 @@ BIN = Path(sys.executable).parent
 SEMSEARCH = str(BIN / "semsearch")
 
 
-def start(module: str, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    service = Service(module, env, log).start()
-    assert service.proc is not None
-    return service.proc
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 @dataclass
 class Stack:
     """A running API (and the shared embedder) plus helpers to drive it like a user."""
@@ -49,7 +33,7 @@ class Stack:
     embedder_addr: str
     data_dir: Path
     env: dict[str, str]
-    proc: subprocess.Popen[bytes] | None = None
+    service: Service | None = None
     token: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
 
@@ -98,14 +82,14 @@ def api_factory(embedder_addr: str, tmp_path_factory: pytest.TempPathFactory) ->
             extra_env["SEMSEARCH_TOKEN"] = token
         service, env = start_api(data_dir, embedder_addr, **extra_env)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        stack = Stack(env["SEMSEARCH_URL"], embedder_addr, data_dir, env, service.proc, token, headers)
+        stack = Stack(env["SEMSEARCH_URL"], embedder_addr, data_dir, env, service, token, headers)
         started.append(stack)
         return stack
 
     yield make
     for stack in started:
-        if stack.proc:
-            stop(stack.proc)
+        if stack.service:
+            stack.service.stop()
 
 
 @pytest.fixture(scope="module")

@@ -5,10 +5,12 @@ from __future__ import annotations
 import base64
 import subprocess
 import sys
+import time
 
 import httpx
 import numpy as np
 
+from semsearch.processes import Service
 from tests.conftest import Stack, base_env, free_port
 
 
@@ -109,26 +111,20 @@ def test_non_loopback_bind_without_token_is_refused(tmp_path) -> None:  # type: 
     assert "refusing to listen on 0.0.0.0 without a token" in result.stderr
 
 
-def test_readyz_fails_clearly_when_the_embedder_is_down(api_factory, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from tests.conftest import start, stop
-
+def test_readyz_fails_clearly_when_the_embedder_is_down(tmp_path) -> None:  # type: ignore[no-untyped-def]
     port = free_port()
-    env = base_env(tmp_path, port, f"127.0.0.1:{free_port()}")
-    proc = start("api", env, tmp_path / "api.log")
+    api = Service("api", base_env(tmp_path, port, f"127.0.0.1:{free_port()}"), tmp_path / "api.log").start()
     try:
-        deadline = 0
-        while deadline < 300:
+        for _ in range(600):
+            api.check_alive()
             try:
                 ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=30)
                 break
             except httpx.TransportError:
-                import time
-
                 time.sleep(0.1)
-                deadline += 1
         assert ready.status_code == 503
         assert "not reachable" in ready.json()["embedder"]
         search = httpx.post(f"http://127.0.0.1:{port}/v1/search", json={"query": "x"}, timeout=30)
         assert search.status_code == 503 and "semsearch serve" in search.json()["detail"]
     finally:
-        stop(proc)
+        api.stop()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import date
 
+import pytest
+
 from api.filters import build, glob_to_like, matches_globs, where
 from api.fusion import abstain_message, is_exact, label, lifecycle_label, passes, rrf
 from api.lexical import expansions, identifier_parts, identifiers_in, lexical_document, query_terms
@@ -98,3 +100,14 @@ def test_filters_build_named_sql_clauses() -> None:
 
 def test_comma_strings_and_lists_are_the_same_filter() -> None:
     assert SearchRequest(query="x", ext="py,md").ext == SearchRequest(query="x", ext=["py", "md"]).ext
+
+
+def test_agreement_weight_shrinks_bm25_only_when_its_best_hit_is_semantically_far() -> None:
+    from api.fusion import agreement_weight
+
+    assert agreement_weight(0.5, 0.70, 0.70, tau=0.1) == 0.5  # both arms agree
+    assert agreement_weight(0.5, 0.70, 0.65, tau=0.1) == pytest.approx(0.25)  # half the gap budget
+    assert agreement_weight(0.5, 0.70, 0.40, tau=0.1) == 0.0  # BM25's best is off-topic
+    assert agreement_weight(0.5, 0.40, 0.70, tau=0.1) == 0.5  # BM25 found something closer: never boosted
+    assert agreement_weight(0.5, 0.70, 0.40, tau=0.0) == 0.5  # off
+    assert agreement_weight(0.5, None, 0.40, tau=0.1) == 0.5
