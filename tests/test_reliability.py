@@ -222,6 +222,22 @@ def test_unusable_data_directory_is_a_clear_startup_error(tmp_path: Path) -> Non
     assert "cannot create the data directory" in result.stderr and "Traceback" not in result.stderr
 
 
+def test_read_only_data_directory_is_a_clear_startup_error(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    (data / "index").mkdir(parents=True)
+    bound = subprocess.run(["mount", "--bind", str(data), str(data)], capture_output=True)
+    if bound.returncode != 0:
+        pytest.skip("cannot bind-mount here; root ignores file modes, so a read-only mount is the only way")
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(data)], check=True, capture_output=True)
+        env = api_env(data, free_port(), "127.0.0.1:1")
+        result = subprocess.run([sys.executable, "-m", "api"], env=env, capture_output=True, text=True, timeout=60)
+        assert result.returncode != 0
+        assert "is not writable" in result.stderr and "Traceback" not in result.stderr
+    finally:
+        subprocess.run(["umount", "-l", str(data)], check=False)
+
+
 def test_an_index_of_another_schema_is_set_aside_with_a_notice(tmp_path: Path, embedder_addr: str) -> None:
     index_dir = tmp_path / "data" / "index"
     index_dir.mkdir(parents=True)
