@@ -157,18 +157,30 @@ def measure_service(address: str, mix: list[str], limit: float) -> dict[str, Any
 
 
 def run_index(env: dict[str, str], *args: str) -> tuple[dict[str, Any], float, float]:
-    """An indexer run as its own process: (summary, seconds, peak RSS MB from wait4)."""
+    """An indexer run as its own process: (summary, seconds, peak RSS MB).
+
+    The peak is VmHWM polled from /proc while it runs: wait4's ru_maxrss would count the
+    pages inherited from this (large) bench process at fork time.
+    """
     started = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "indexer", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [sys.executable, "-m", "indexer", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
     )
-    assert proc.stdout is not None
-    stdout = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    peak = 0.0
+    chunks: list[bytes] = []
+    reader = threading.Thread(target=lambda: chunks.append(proc.stdout.read() if proc.stdout else b""))
+    reader.start()
+    while proc.poll() is None:
+        try:
+            peak = max(peak, rss_peak_mb(proc.pid))
+        except (FileNotFoundError, ProcessLookupError):
+            break
+        time.sleep(0.05)
+    reader.join()
+    proc.wait()
     seconds = time.perf_counter() - started
-    summary = json.loads(stdout.decode().strip().splitlines()[-1])
-    return summary, seconds, usage.ru_maxrss / 1024
+    summary = json.loads(b"".join(chunks).decode().strip().splitlines()[-1])
+    return summary, seconds, peak
 
 
 def add_folder(env: dict[str, str], path: Path, name: str) -> None:
@@ -252,6 +264,9 @@ def dir_bytes(path: Path) -> int:
 
 
 def main() -> None:
+    import logging
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # the MCP client logs every request otherwise
     parser = argparse.ArgumentParser(prog="python -m bench.run")
     parser.add_argument("--work", type=Path, default=Path.home() / ".cache" / "semsearch-bench")
     parser.add_argument("--big", type=int, default=100_000, help="rows of the large synthetic table")
@@ -418,22 +433,28 @@ def disk_growth(work: Path, address: str, root: Path) -> dict[str, Any]:
         http.post("/v1/index/optimize").raise_for_status()
         fresh = dir_bytes(data / "index")
         chunks = http.get("/v1/status").json()["chunks"]
-        manifest = http.get("/v1/folders/rich/manifest").json()["files"][:50]
+        manifest = [f for f in http.get("/v1/folders/rich/manifest").json()["files"] if f["chunks"]][:50]
+        import base64
+
         import lancedb
 
-        table = lancedb.connect(str(data / "index")).open_table("chunks")
+        # Read what the updates will re-send *before* writing: a reader holding an old version
+        # across the API's cleanups is exactly what retention protects, and this is not one.
+        table = lancedb.connect(str(data / "index")).open_table("chunks").to_arrow()
+        by_path: dict[str, list[dict[str, Any]]] = {}
+        for row in table.select(["path", "chunk_index", "start_line", "end_line", "text", "vector"]).to_pylist():
+            by_path.setdefault(row["path"], []).append(row)
+        del table
         info = EmbedderClient(address).info()
         for n in range(1000):
             entry = manifest[n % len(manifest)]
-            rows = table.search().where(f"path = '{entry['path']}'").limit(None).to_arrow()
-            import base64
-
-            vectors = np.asarray(rows["vector"].to_pylist(), dtype="<f4")
+            rows = sorted(by_path[entry["path"]], key=lambda r: r["chunk_index"])
+            vectors = np.asarray([r["vector"] for r in rows], dtype="<f4")
             body = {
                 "modelId": info.model_id, "dimension": info.dimension,
                 "upserts": [{
                     "path": entry["path"], "mtimeNs": entry["mtimeNs"] + n + 1, "size": entry["size"], "sha256": f"u{n}",  # noqa: E501
-                    "chunks": [{"startLine": s, "endLine": e, "text": t} for s, e, t in zip(rows["start_line"].to_pylist(), rows["end_line"].to_pylist(), rows["text"].to_pylist(), strict=True)],  # noqa: E501
+                    "chunks": [{"startLine": r["start_line"], "endLine": r["end_line"], "text": r["text"]} for r in rows],  # noqa: E501
                     "vectors": base64.b64encode(vectors.tobytes()).decode(),
                 }],
             }  # fmt: skip
