@@ -9,6 +9,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from api.files import Refused
+from api.filters import BadGlob
 from api.folders import FolderError
 from api.grep import BadPattern
 from api.runs import LeaseConflict, RunNotFound
@@ -35,6 +36,7 @@ DOMAIN_ERRORS: dict[type[Exception], tuple[int, str]] = {
     RunNotFound: (404, "Not found"),
     Refused: (403, "Refused"),
     BadPattern: (400, "Invalid pattern"),
+    BadGlob: (400, "Invalid glob"),
     InvalidBatch: (400, "Invalid batch"),
     EmbedderError: (503, "Embedder unavailable"),
 }

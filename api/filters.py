@@ -6,6 +6,8 @@ Globs become LIKE patterns (a superset), then `matches_globs` checks them exactl
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pathspec
@@ -49,8 +51,21 @@ def glob_to_like(glob: str) -> str:
     return out
 
 
+class BadGlob(ValueError):
+    """A glob that cannot be compiled; the message names it."""
+
+
+def glob_matcher(globs: list[str]) -> Callable[[str], bool]:
+    """Compiles the globs once (gitignore syntax); raises BadGlob for a broken one."""
+    try:
+        spec = pathspec.GitIgnoreSpec.from_lines(globs)
+    except (re.error, ValueError, TypeError) as exc:
+        raise BadGlob(f"invalid glob in {globs!r}: {exc}; use gitignore-style globs such as src/**/*.py") from exc
+    return spec.match_file
+
+
 def matches_globs(path: str, globs: list[str]) -> bool:
-    return pathspec.GitIgnoreSpec.from_lines(globs).match_file(path)
+    return glob_matcher(globs)(path)
 
 
 def build(request: SearchRequest, folders: list[str], settings: Settings) -> list[Clause]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import re2
 
-from api.filters import matches_globs
+from api.filters import glob_matcher
 from api.folders import FolderError, FolderRegistry
 from indexer.discovery import FileList, size_limit
 from indexer.extract import Unindexable, extract
@@ -45,6 +45,7 @@ def grep(request: GrepRequest, folders: FolderRegistry, settings: Settings) -> G
     unknown = sorted(set(request.folder or []) - {f.name for f in registered})
     if unknown:
         raise FolderError(f"no folder named {unknown[0]!r}; `semsearch list` shows the registered ones")
+    wanted = glob_matcher(request.file_glob) if request.file_glob else None
     deadline = time.monotonic() + TIME_BUDGET_S
     matches: list[GrepMatch] = []
     searched, truncated = 0, False
@@ -53,7 +54,7 @@ def grep(request: GrepRequest, folders: FolderRegistry, settings: Settings) -> G
             continue
         root = Path(folder.path)
         for rel in FileList.from_settings(root, settings).files():
-            if request.file_glob and not matches_globs(rel, request.file_glob):
+            if wanted is not None and not wanted(rel):
                 continue
             if time.monotonic() > deadline or len(matches) >= request.max_results:
                 truncated = True

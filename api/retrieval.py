@@ -52,6 +52,7 @@ def search(
     if unknown:
         raise FolderError(f"no folder named {unknown[0]!r}; `semsearch list` shows the registered ones")
     wanted = [name for name in registered if not request.folder or name in request.folder]
+    in_globs = filters.glob_matcher(request.path_glob) if request.path_glob else None
     clauses = filters.build(request, wanted, settings)
     where = filters.where(clauses)
     mode = request.mode or ("hybrid" if settings.hybrid_search else "vector")
@@ -107,7 +108,7 @@ def search(
     for f in fused:
         row = rows[f.id]
         best = row["cosine"] if best is None else max(best, row["cosine"])
-        if request.path_glob and not filters.matches_globs(row["path"], request.path_glob):
+        if in_globs is not None and not in_globs(row["path"]):
             continue
         if not passes(row["cosine"], f.id in exact, min_score):
             continue

@@ -139,6 +139,15 @@ def test_catastrophic_regex_is_bounded_and_bad_regex_is_a_4xx(stack: Stack, proj
     assert unknown.status_code == 404
 
 
+def test_broken_globs_are_a_4xx_not_a_crash(stack: Stack, project: Path) -> None:
+    # Found by the schemathesis run: a glob pathspec cannot compile used to be a 500.
+    with stack.http() as http:
+        grep = http.post("/v1/grep", json={"pattern": "x", "fileGlob": "[z-a]"})
+        search = http.post("/v1/search", json={"query": "x", "pathGlob": "x[\\-.]"})
+    for response in (grep, search):
+        assert response.status_code == 400 and "invalid glob" in response.json()["detail"]
+
+
 def test_gather_packs_markdown_with_headers_and_budget(stack: Stack, project: Path) -> None:
     with stack.http() as http:
         full = http.post("/v1/gather", json={"query": "exchange refresh token", "k": 2, "minScore": -1}).json()
