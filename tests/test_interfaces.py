@@ -266,16 +266,41 @@ def test_streamable_http_needs_the_token_and_checks_origin(stack: Stack, project
         )
         assert evil_origin.status_code in (400, 403, 421)
 
-        async def run() -> list[str]:
+        async def run() -> dict[str, list[str]]:
             http_client = httpx.AsyncClient(headers={"Authorization": "Bearer mcp-secret"})
             from mcp.client.streamable_http import streamable_http_client
 
+            calls: dict[str, dict[str, Any]] = {
+                "search": {"query": "exchange refresh token", "min_score": -1},
+                "gather": {"query": "exchange refresh token", "k": 1},
+                "list_folders": {},
+                "cat_file": {"filePath": str(project / "docs/guide.md"), "startLine": 3, "endLine": 5},
+                "grep": {"pattern": "refresh_session"},
+                "index": {"root": "api"},
+            }
+            out: dict[str, list[str]] = {}
             async with Client(streamable_http_client(url, http_client=http_client)) as client:  # type: ignore[arg-type]
-                result = await client.call_tool("search", {"query": "exchange refresh token", "min_score": -1})
-                return [c.text for c in result.content]  # type: ignore[union-attr]
+                for name, args in calls.items():
+                    result = await client.call_tool(name, args)
+                    assert not result.is_error, (name, result.content)
+                    out[name] = [c.text for c in result.content]  # type: ignore[union-attr]
+                run_id = json.loads(out["index"][0])["id"]
+                status = await client.call_tool("index_status", {"run_id": run_id})
+                out["index_status"] = [c.text for c in status.content]  # type: ignore[union-attr]
+            return out
 
-        texts = anyio.run(run)
-        assert json.loads(texts[0])[0]["relPath"] == "src/session.py"
+        worker = Service("indexer", stack.env, stack.data_dir / "worker-http.log").start("--worker")
+        try:
+            out = anyio.run(run)
+        finally:
+            worker.stop()
+        assert json.loads(out["search"][0])[0]["relPath"] == "src/session.py"
+        assert out["gather"][0].startswith("### [1/1]  api  ·  src/session.py")
+        assert any(f["name"] == "api" for f in json.loads(out["list_folders"][0]))
+        assert "## Deploying" in out["cat_file"][0]
+        assert out["grep"][0] == "api · src/session.py:4  def refresh_session(client):"
+        assert json.loads(out["index"][0])["state"] == "done"
+        assert json.loads(out["index_status"][0])["state"] == "done"
     finally:
         bridge.stop()
 
