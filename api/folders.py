@@ -30,9 +30,6 @@ class FolderRegistry:
     def all(self) -> list[RegisteredFolder]:
         return list(self._folders)
 
-    def names(self) -> list[str]:
-        return [f.name for f in self._folders]
-
     def get(self, name: str) -> RegisteredFolder:
         for folder in self._folders:
             if folder.name == name:

@@ -256,12 +256,11 @@ def read_file(
     end_line: Annotated[int | None, Query(ge=1, alias="endLine")] = None,
 ) -> FileContent:
     """A file or a line range of it — only files inside the folders that the indexer would index."""
-    opened = files.read(path, folders, settings)
-    total = len(opened.lines)
-    last = min(total, end_line if end_line is not None else start_line + MAX_CAT_LINES - 1)
     if end_line is not None and end_line < start_line:
         raise HTTPException(status.HTTP_400_BAD_REQUEST, f"endLine {end_line} is before startLine {start_line}")
-    last = min(last, start_line + MAX_CAT_LINES - 1)
+    opened = files.read(path, folders, settings)
+    total = len(opened.lines)
+    last = min(total, end_line or total, start_line + MAX_CAT_LINES - 1)
     return FileContent(
         file_path=opened.path,
         folder=opened.folder.name,

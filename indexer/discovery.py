@@ -304,8 +304,3 @@ class FileList:
             return None  # exit 1: not ignored (tracked files are never reported as ignored)
         source, _, matched = str(out).partition("\t")
         return f"{source} (git)" if matched else str(out)
-
-
-def list_files(root: Path, settings: Settings) -> list[str]:
-    """The indexable files under `root`: what the indexer indexes and what grep may search."""
-    return list(FileList.from_settings(root, settings).files())

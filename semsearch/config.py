@@ -118,9 +118,6 @@ class Settings(BaseSettings):
         300, description="Old LanceDB versions are kept this long: a reader still on one must not break."
     )
     housekeeping_every_writes: int = Field(200, description="Compact and clean up after this many writes.")
-    default_k: int = Field(10, description="Results per query when the caller does not say.")
-    max_k: int = Field(200, description="Upper bound on k: larger answers stop being 'retrieval'.")
-    max_query_chars: int = Field(4_000, description="Longer queries are truncated by the model anyway.")
     max_body_bytes: int = Field(64 * 1024 * 1024, description="Largest request body the API reads.")
     embedder_timeout_s: float = Field(60.0, description="A batch of 64 long chunks takes a few s on 2 cores.")
     lease_ttl_s: float = Field(

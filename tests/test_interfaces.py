@@ -176,19 +176,26 @@ def test_status_and_folders_report_counts(stack: Stack, project: Path) -> None:
 # --- MCP ------------------------------------------------------------------------------
 
 
+def tool_calls(project: Path) -> dict[str, dict[str, Any]]:
+    """One call of every tool (but index_status, which needs a run id), for stdio and HTTP alike."""
+    return {
+        "search": {"query": "exchange refresh token", "min_score": -1},
+        "gather": {"query": "exchange refresh token", "k": 1, "contextLines": 1},
+        "list_folders": {},
+        "cat_file": {"filePath": str(project / "docs/guide.md"), "startLine": 3, "endLine": 5},
+        "grep": {"pattern": "refresh_session", "fileGlob": "*.py"},
+        "index": {"root": "api"},
+    }
+
+
 def test_every_mcp_tool_over_stdio(stack: Stack, project: Path) -> None:
     async def run() -> dict[str, Any]:
         params = StdioServerParameters(command=SEMSEARCH, args=["mcp"], env=stack.env)
         async with Client(params) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
             out: dict[str, Any] = {"tools": tools}
-            calls: dict[str, dict[str, Any]] = {
-                "search": {"query": "exchange refresh token", "k": 3, "folder": "api", "min_score": -1},
-                "gather": {"query": "exchange refresh token", "k": 1, "contextLines": 1},
-                "list_folders": {},
-                "cat_file": {"filePath": str(project / "docs/guide.md"), "startLine": 3, "endLine": 5},
-                "grep": {"pattern": "refresh_session", "fileGlob": "*.py"},
-                "index": {"root": "api"},
+            calls = tool_calls(project) | {
+                "search": {"query": "exchange refresh token", "k": 3, "folder": "api", "min_score": -1}
             }
             for name, args in calls.items():
                 result = await client.call_tool(name, args)
@@ -270,14 +277,7 @@ def test_streamable_http_needs_the_token_and_checks_origin(stack: Stack, project
             http_client = httpx.AsyncClient(headers={"Authorization": "Bearer mcp-secret"})
             from mcp.client.streamable_http import streamable_http_client
 
-            calls: dict[str, dict[str, Any]] = {
-                "search": {"query": "exchange refresh token", "min_score": -1},
-                "gather": {"query": "exchange refresh token", "k": 1},
-                "list_folders": {},
-                "cat_file": {"filePath": str(project / "docs/guide.md"), "startLine": 3, "endLine": 5},
-                "grep": {"pattern": "refresh_session"},
-                "index": {"root": "api"},
-            }
+            calls = tool_calls(project)
             out: dict[str, list[str]] = {}
             async with Client(streamable_http_client(url, http_client=http_client)) as client:  # type: ignore[arg-type]
                 for name, args in calls.items():
