@@ -37,15 +37,33 @@ def rrf(
     return sorted(fused.values(), key=lambda f: (-f.score, f.vector_rank or 10**9, f.bm25_rank or 10**9))
 
 
-def agreement_weight(
-    base: float, vector_top_cosine: float | None, lexical_top_cosine: float | None, tau: float, floor: float = 0.0
+def decisiveness(scores: Sequence[float], top: int = 10) -> float:
+    """How far an arm's best score stands above the rest of its top `top`, as a fraction of the
+    best: 0 for a flat list (the arm cannot tell its hits apart), towards 1 when one hit stands
+    alone. Missing places count as 0: an arm that found only two chunks is sure of them."""
+    head = list(scores[:top])
+    if not head or head[0] <= 0:
+        return 0.0
+    rest = head[1:] + [0.0] * (top - len(head))
+    return (head[0] - sum(rest) / len(rest)) / head[0]
+
+
+def lexical_balance(
+    bm25_scores: Sequence[float],
+    cosines: Sequence[float],
+    lexical_gain: float,
+    vector_gain: float,
+    bias: float,
+    bound: float,
 ) -> float:
-    """The BM25 arm's weight for one query, scaled down when its best hit is semantically far
-    from the vector arm's best (cosine gap over `tau`): that is BM25 matching words, not meaning,
-    the failure that drags question-style queries down. `tau` 0 turns it off."""
-    if tau <= 0 or vector_top_cosine is None or lexical_top_cosine is None:
-        return base
-    return base * max(floor, min(1.0, 1.0 - (vector_top_cosine - lexical_top_cosine) / tau))
+    """Multiplier of the BM25 arm's weight for one query: `2 ** (lexical_gain x decisiveness of
+    BM25 - vector_gain x decisiveness of the cosines + bias)`, within `2 ** ±bound`.
+
+    Equal-weight RRF trusts a weak arm as much as a strong one. An arm whose best hit stands
+    out from its runners-up has found something; one whose scores are flat is guessing. So the
+    arm that is more decisive for *this* query counts more. Gains 0 and bias 0 = plain RRF."""
+    exponent = lexical_gain * decisiveness(bm25_scores) - vector_gain * decisiveness(cosines) + bias
+    return float(2.0 ** max(-bound, min(bound, exponent)))
 
 
 def label(cosine: float, vector_rank: int | None, bm25_rank: int | None, exact: bool) -> str:

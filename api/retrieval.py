@@ -1,9 +1,10 @@
 """The one ranking function. REST, CLI and MCP all reach search through `search()`.
 
 Two arms over the same chunks — vector (cosine) and BM25 over code-aware tokens — each
-filtered inside LanceDB, fused with weighted Reciprocal Rank Fusion. In hybrid mode the
-BM25 arm only counts through the query's informative terms: when a question's words are
-common ones, plain BM25 ranks noise and drags good vector results down.
+filtered inside LanceDB, fused with weighted Reciprocal Rank Fusion. The BM25 arm's weight
+is set per query by how decisive each arm's scores are (`api.fusion.lexical_balance`): plain
+RRF lets a guessing arm drag a sure one down, which is what plain-English questions do to
+BM25 and what rare identifiers do to the vector arm.
 """
 
 from __future__ import annotations
@@ -11,13 +12,14 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
 from api import filters
 from api.folders import FolderError, FolderRegistry
-from api.fusion import abstain_message, agreement_weight, is_exact, label, lifecycle_label, passes, rrf
+from api.fusion import abstain_message, is_exact, label, lexical_balance, lifecycle_label, passes, rrf
 from api.lexical import identifiers_in, query_terms
 from api.store import ModelMismatch, Store
 from embedder.client import EmbedderClient
@@ -25,6 +27,9 @@ from semsearch.config import Settings
 from semsearch.schemas import ArmHit, Arms, Hit, SearchRequest, SearchResponse
 
 HIDDEN = set(filters.HIDDEN_STATUSES)
+# The BM25 arm runs beside the query embedding and the vector arm, not after them: on 2 cores
+# that takes ~a third off a hybrid query (LanceDB releases the GIL while it searches).
+_LEXICAL_ARM = ThreadPoolExecutor(4, thread_name_prefix="bm25")
 
 
 def informative_terms(terms: list[str], store: Store, max_doc_freq: float) -> list[str]:
@@ -58,23 +63,20 @@ def search(
     mode = request.mode or ("hybrid" if settings.hybrid_search else "vector")
     min_score = settings.min_score if request.min_score is None else request.min_score
 
+    pool = max(request.k * settings.pool_multiplier, settings.pool_min)
+    if request.group == "file":
+        pool *= 2  # several chunks of one file compete for one place
+    lexical_arm: Future[tuple[list[str], list[dict[str, Any]]]] | None = None
+    if mode != "vector":
+        lexical_arm = _LEXICAL_ARM.submit(_lexical_arm, request.query, mode, store, pool, where, settings)
     vector, model_id = embedder.embed_query(request.query)
     if store.model_id is not None and model_id != store.model_id:
         raise ModelMismatch(
             f"the index was built with {store.model_id} but the embedder serves {model_id}; "
             "rebuild the index with `semsearch index --rebuild`"
         )
-    pool = max(request.k * settings.pool_multiplier, settings.pool_min)
-    if request.group == "file":
-        pool *= 2  # several chunks of one file compete for one place
     vector_rows = store.vector_search(vector, pool, where) if mode != "lexical" else []
-    lexical_rows: list[dict[str, Any]] = []
-    terms: list[str] = []
-    if mode != "vector":
-        terms = query_terms(request.query)
-        if mode == "hybrid" and settings.lexical_max_doc_freq < 1.0:
-            terms = informative_terms(terms, store, settings.lexical_max_doc_freq)
-        lexical_rows = store.lexical_search(terms, pool, where)
+    terms, lexical_rows = lexical_arm.result() if lexical_arm is not None else ([], [])
 
     rows: dict[str, dict[str, Any]] = {}
     for row in lexical_rows:
@@ -84,12 +86,14 @@ def search(
     rows.update({row["id"]: row for row in vector_rows})
     identifiers = identifiers_in(request.query)
     lexical_weight = settings.lexical_weight
-    if mode == "hybrid" and not identifiers:  # identifiers are where BM25 is the authority
-        lexical_weight = agreement_weight(
-            settings.lexical_weight,
-            vector_rows[0]["cosine"] if vector_rows else None,
-            lexical_rows[0]["cosine"] if lexical_rows else None,
-            settings.agreement_tau,
+    if mode == "hybrid":
+        lexical_weight *= lexical_balance(
+            [float(r["_score"]) for r in lexical_rows],
+            [r["cosine"] for r in vector_rows],
+            settings.lexical_decisiveness_gain,
+            settings.vector_decisiveness_gain,
+            settings.arm_balance_bias,
+            settings.arm_balance_bound,
         )
     fused = rrf(
         [r["id"] for r in vector_rows],
@@ -128,6 +132,8 @@ def search(
         arms = Arms(
             vector=[_arm_hit(r) for r in vector_rows],
             lexical=[_arm_hit(r) for r in lexical_rows],
+            vector_weight=settings.vector_weight,
+            lexical_weight=round(lexical_weight, 4),
             lexical_terms=terms,
         )
     return SearchResponse(
@@ -139,6 +145,15 @@ def search(
         took_ms=round((time.perf_counter() - started) * 1000, 2),
         message=message,
     )
+
+
+def _lexical_arm(
+    query: str, mode: str, store: Store, pool: int, where: str, settings: Settings
+) -> tuple[list[str], list[dict[str, Any]]]:
+    terms = query_terms(query)
+    if mode == "hybrid" and settings.lexical_max_doc_freq < 1.0:
+        terms = informative_terms(terms, store, settings.lexical_max_doc_freq)
+    return terms, store.lexical_search(terms, pool, where)
 
 
 def _arm_hit(row: dict[str, Any]) -> ArmHit:

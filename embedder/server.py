@@ -52,20 +52,18 @@ class EmbedderService(pb_grpc.EmbedderServicer):
         n = len(request.inputs)
         if n > MAX_INPUTS:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{n} inputs in one request; send at most {MAX_INPUTS}")
-        texts = [item.text for item in request.inputs]
         urgent = any(item.kind == pb.INPUT_KIND_QUERY for item in request.inputs)
+        encodings = self.encoder.tokenize([item.text for item in request.inputs])
         vectors = np.empty((n, self.encoder.dimension), dtype=np.float32)
-        truncated: list[bool] = []
-        # Hold the model one model-batch at a time so a query can slip in between.
-        step = self.encoder.batch_size
-        for start in range(0, n, step):
+        # The whole request is sorted by length first; then the model is held one batch at a
+        # time so a query can slip in between two batches of a bulk request.
+        for idx in self.encoder.batches(encodings):
             with self.gate.hold(urgent):
                 began = time.perf_counter()
-                part, flags = self.encoder.embed(texts[start : start + step])
+                vectors[idx] = self.encoder.run([encodings[i].ids for i in idx])
                 if not urgent:
-                    self._record(len(part), time.perf_counter() - began)
-            vectors[start : start + step] = part
-            truncated.extend(flags)
+                    self._record(len(idx), time.perf_counter() - began)
+        truncated = [bool(e.overflowing) for e in encodings]
         return pb.EmbedResponse(
             vectors=vectors.astype("<f4").tobytes(),
             count=n,

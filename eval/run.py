@@ -5,10 +5,10 @@ asked three times through `POST /v1/search` â€” vector only, BM25 only, hybrid â
 documents (`group=file`, best chunk per file), 100 per query, abstention off. Scores come
 from the reference scorer in ../shared/eval/score.py.
 
-Fusion is tuned on SciFact **train** only: the API returns each arm's candidates
-(`arms: true`), the grid over RRF k and arm weights is fused offline with the API's own
-`api.fusion.rrf`, and the gate `lexicalMaxDocFreq` is tried by restarting the API. The
-chosen values are what `semsearch/config.py` ships; test numbers use those defaults.
+Fusion is tuned on SciFact **train** only (`--tune`): the API returns each arm's candidates
+(`arms: true`), and the grid over RRF k and the per-query arm balance (gains, bias) is fused
+offline with the API's own `api.fusion.rrf` and `lexical_balance`. The chosen values are what
+`semsearch/config.py` ships; test numbers use those defaults.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import json
 import subprocess
 import sys
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +27,12 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
-from api.fusion import agreement_weight, rrf
-from api.lexical import identifiers_in
+from api.fusion import lexical_balance, rrf
 from eval.datasets import BUILDERS, HERE, SHARED, Dataset
 from semsearch.processes import Service, start_api, start_embedder
 
 MODES = ("vector", "lexical", "hybrid")
+ARMS = ("vector", "lexical")
 METRICS = ("nDCG@10", "Recall@10", "Recall@100", "MRR@10")
 console = Console()
 
@@ -110,36 +111,38 @@ class Evaluator:
         return {mode: score(data.qrels[split], runs[mode]) for mode in MODES}
 
     def collect_arms(self, data: Dataset, env: dict[str, str], split: str) -> dict[str, dict[str, Any]]:
+        """Each arm's candidates per query (id, path, cosine, BM25 score): fusion replayed offline."""
         out = {}
         with httpx.Client(base_url=env["SEMSEARCH_URL"], timeout=120) as http:
             for qid, text in data.queries[split].items():
                 arms = self.ask(http, data, text, "hybrid", arms=True)["arms"]
-                out[qid] = {
-                    "vector": [(a["id"], a["relPath"], a["cosine"]) for a in arms["vector"]],
-                    "lexical": [(a["id"], a["relPath"], a["cosine"]) for a in arms["lexical"]],
-                    "identifiers": bool(identifiers_in(text)),
-                }
+                out[qid] = {arm: [(a["id"], a["relPath"], a["cosine"], a["bm25"]) for a in arms[arm]] for arm in ARMS}
         return out
 
 
-def fuse_offline(
-    data: Dataset,
-    arms: dict[str, dict[str, Any]],
-    rrf_k: float,
-    vector_weight: float,
-    lexical_weight: float,
-    tau: float = 0.0,
-) -> dict[str, dict[str, float]]:
+@dataclass(frozen=True)
+class Fusion:
+    rrf_k: float
+    lexical_gain: float
+    vector_gain: float
+    bias: float
+    bound: float = 4.0
+
+
+def fuse_offline(data: Dataset, arms: dict[str, dict[str, Any]], fusion: Fusion) -> dict[str, dict[str, float]]:
     """What the API's hybrid ranking would return, from each arm's candidates (same functions)."""
     run = {}
     for qid, arm in arms.items():
-        paths = {i: p for i, p, _ in arm["vector"]} | {i: p for i, p, _ in arm["lexical"]}
-        weight = lexical_weight
-        if not arm.get("identifiers"):
-            top_v = arm["vector"][0][2] if arm["vector"] else None
-            top_l = arm["lexical"][0][2] if arm["lexical"] else None
-            weight = agreement_weight(lexical_weight, top_v, top_l, tau)
-        fused = rrf([a[0] for a in arm["vector"]], [a[0] for a in arm["lexical"]], rrf_k, vector_weight, weight)
+        paths = {a[0]: a[1] for a in arm["vector"]} | {a[0]: a[1] for a in arm["lexical"]}
+        weight = lexical_balance(
+            [a[3] for a in arm["lexical"]],
+            [a[2] for a in arm["vector"]],
+            fusion.lexical_gain,
+            fusion.vector_gain,
+            fusion.bias,
+            fusion.bound,
+        )
+        fused = rrf([a[0] for a in arm["vector"]], [a[0] for a in arm["lexical"]], fusion.rrf_k, 1.0, weight)
         ranked: dict[str, None] = {}
         for f in fused:
             ranked.setdefault(data.doc_id(paths[f.id]), None)
@@ -149,26 +152,19 @@ def fuse_offline(
     return run
 
 
-def tune(evaluator: Evaluator, data: Dataset, data_dir: Path, gates: list[float]) -> dict[str, Any]:
-    """Grid search on SciFact train: gate x RRF k x weights, scored by nDCG@10."""
-    best: dict[str, Any] = {"nDCG@10": -1.0}
-    table = []
-    for gate in gates:
-        service, env = start_api(data_dir, evaluator.embedder_addr, SEMSEARCH_LEXICAL_MAX_DOC_FREQ=str(gate))
-        try:
-            arms = evaluator.collect_arms(data, env, "train")
-        finally:
-            service.stop()
-        for rrf_k in (5, 10, 20, 60):
-            for vector_weight in (0.5, 0.6, 0.7):
-                for tau in (0.0, 0.1, 0.2, 0.3):
-                    run = fuse_offline(data, arms, rrf_k, vector_weight, 1 - vector_weight, tau)
-                    metrics = score(data.qrels["train"], run)
-                    row = {"lexicalMaxDocFreq": gate, "rrfK": rrf_k, "vectorWeight": vector_weight, "tau": tau}
-                    table.append(row | metrics)
-                    if metrics["nDCG@10"] > best["nDCG@10"]:
-                        best = row | metrics
-        console.print(f"  tuned gate {gate}: best so far {best}")
+def tune(evaluator: Evaluator, data: Dataset, data_dir: Path) -> dict[str, Any]:
+    """Grid search on SciFact train only: RRF k x the per-query balance's gains and bias."""
+    service, env = start_api(data_dir, evaluator.embedder_addr)
+    try:
+        arms = evaluator.collect_arms(data, env, "train")
+    finally:
+        service.stop()
+    grid = [Fusion(k, 0, 0, 0) for k in (5, 10, 30, 60)] + [
+        Fusion(k, lg, vg, b) for k in (10, 30, 60) for lg in (6, 9, 12) for vg in (12, 18, 24) for b in (-0.5, 0.0, 0.5)
+    ]
+    table = [asdict(f) | score(data.qrels["train"], fuse_offline(data, arms, f)) for f in grid]
+    best = max(table, key=lambda row: row["nDCG@10"])
+    console.print(f"  tuned on train: best {best}")
     return {"best": best, "grid": table}
 
 
@@ -197,7 +193,7 @@ def main() -> None:
                 service.stop()
             entry: dict[str, Any] = {"index": summary, "queries": {s: len(q) for s, q in data.queries.items()}}
             if args.tune and name == "scifact":
-                entry["tuning"] = tune(evaluator, data, data_dir, [0.1, 1.0])
+                entry["tuning"] = tune(evaluator, data, data_dir)
             service, env = start_api(data_dir, addr)
             try:
                 split = "test"

@@ -103,6 +103,33 @@ class _Pending:
         return len(self.upserts) + len(self.touches)
 
 
+class _Writer:
+    """Sends batches to the API on one background thread, at most one in flight."""
+
+    def __init__(self, api: ApiClient, folder: str, summary: Summary) -> None:
+        self.api, self.folder, self.summary = api, folder, summary
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="write")
+        self._inflight: Future[None] | None = None
+
+    def _apply(self, batch: IndexBatch) -> None:
+        result = self.api.apply(self.folder, batch)
+        self.summary.files_processed += result.upserted
+        self.summary.chunks_written += result.chunks_written
+
+    def submit(self, batch: IndexBatch) -> None:
+        self.drain()
+        self._inflight = self._pool.submit(self._apply, batch)
+
+    def drain(self) -> None:
+        """Wait for the write in flight; its error, if any, is raised here."""
+        inflight, self._inflight = self._inflight, None
+        if inflight is not None:
+            inflight.result()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
 def ordered_map(fn: Callable[[T], R], items: Iterable[T], workers: int) -> Iterator[R]:
     """`map` on a thread pool that keeps at most 2 x workers items in flight (bounded memory)."""
     if workers <= 1:
@@ -216,6 +243,9 @@ class Indexer:
         self.out.start_folder(folder.name, len(todo))
         started, done = time.perf_counter(), 0
         pending = _Pending()
+        # One write in flight while the next batch embeds: the embedder, the physical limit,
+        # never waits for LanceDB. A failed write surfaces at the next flush or at the end.
+        writer = _Writer(self.api, folder.name, summary)
         try:
             for rel, prepared in zip(
                 todo, ordered_map(lambda r: self._prepare(root, r), todo, self.concurrency), strict=True
@@ -239,12 +269,14 @@ class Indexer:
                     len(pending) >= self.settings.write_batch_files
                     or pending.chunks >= self.settings.embed_batch_chunks
                 ):
-                    self._flush(folder, pending, summary, lease)
+                    self._flush(pending, lease, writer)
                     pending = _Pending()
                 rate = summary.chunks_written / max(1e-6, time.perf_counter() - started)
                 self.out.advance(folder.name, done, len(todo), summary.chunks_written, rate)
-            self._flush(folder, pending, summary, lease)
+            self._flush(pending, lease, writer)
+            writer.drain()
         finally:
+            writer.close()
             self.out.end_folder()
         if summary.truncated:
             return  # we have not looked at everything, so we cannot say what is gone
@@ -292,14 +324,24 @@ class Indexer:
             ),
         )
 
-    def _flush(self, folder: Folder, pending: _Pending, summary: Summary, lease: str) -> None:
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        """Vectors in input order, sent in calls of at most `embed_batch_chunks`. The texts go
+        out sorted by length, so each call holds similar lengths and the embedder's padded
+        batches waste little (a call of mixed lengths pads short chunks to the longest)."""
+        step = self.settings.embed_batch_chunks
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        calls = [order[start : start + step] for start in range(0, len(order), step)]
+        parts = [(idx, self.embedder.embed([texts[i] for i in idx])) for idx in calls]
+        vectors = np.empty((len(texts), parts[0][1].shape[1]), dtype=np.float32)
+        for idx, part in parts:
+            vectors[idx] = part
+        return vectors
+
+    def _flush(self, pending: _Pending, lease: str, writer: _Writer) -> None:
         if not len(pending):
             return
         texts = [c.text for p in pending.upserts for c in p.chunks]
-        step = self.settings.embed_batch_chunks  # one big file can hold more chunks than one call should carry
-        vectors = (
-            np.vstack([self.embedder.embed(texts[i : i + step]) for i in range(0, len(texts), step)]) if texts else None
-        )
+        vectors = self._embed(texts) if texts else None
         upserts, offset = [], 0
         for p in pending.upserts:
             n = len(p.chunks)
@@ -317,9 +359,7 @@ class Indexer:
             upserts=upserts,
             touches=pending.touches,
         )
-        result = self.api.apply(folder.name, batch)
-        summary.files_processed += result.upserted
-        summary.chunks_written += result.chunks_written
+        writer.submit(batch)
 
     # --- dry run -----------------------------------------------------------------------
 

@@ -93,17 +93,22 @@ class Settings(BaseSettings):
     )
     vector_weight: float = Field(1.0, description="Weight of the vector arm in the fusion.")
     lexical_weight: float = Field(1.0, description="Weight of the BM25 arm in the fusion.")
-    agreement_tau: float = Field(
-        0.3,
-        description="Per query, BM25's weight shrinks as its best hit's cosine falls this far below the "
-        "vector arm's best (0 = off): keeps plain-English questions from being dragged down by word matches.",
+    # Per-query arm balance (api.fusion.lexical_balance), fitted on SciFact train only:
+    # log2(BM25 weight multiplier) = lexical_gain x decisiveness(BM25) - vector_gain x decisiveness(cosine) + bias.
+    lexical_decisiveness_gain: float = Field(
+        9.0, description="How much a decisive BM25 top hit (one score far above the rest) raises BM25's weight."
     )
+    vector_decisiveness_gain: float = Field(
+        12.0, description="How much a decisive vector top hit lowers BM25's weight (0 and 0 = plain RRF)."
+    )
+    arm_balance_bias: float = Field(-0.5, description="log2 offset of BM25's weight when both arms are as decisive.")
+    arm_balance_bound: float = Field(4.0, description="The balance never moves BM25's weight beyond 2**±this.")
     pool_multiplier: int = Field(4, description="Each arm returns k x this many candidates, so fusion can reorder.")
     pool_min: int = Field(50, description="…and at least this many: small k still gets a real candidate pool.")
     lexical_max_doc_freq: float = Field(
         1.0,
         description="In hybrid, a query term counts for BM25 only if in <= max(5, this x chunks) chunks "
-        "(1.0 = off: on SciFact train it cost more than it saved; agreement_tau does that job).",
+        "(1.0 = off: on SciFact train it cost more than it saved).",
     )
     min_score: float = Field(
         0.25, description="Cosine below which a result is noise (see the calibration line after indexing)."

@@ -216,6 +216,8 @@ class Arms(Wire):
 
     vector: list[ArmHit]
     lexical: list[ArmHit]
+    vector_weight: float = Field(description="The vector arm's RRF weight for this query.")
+    lexical_weight: float = Field(description="The BM25 arm's RRF weight for this query, after the per-query balance.")
     lexical_terms: list[str] = Field(description="The query terms the BM25 arm used (informative ones in hybrid).")
 
 

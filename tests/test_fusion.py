@@ -102,12 +102,23 @@ def test_comma_strings_and_lists_are_the_same_filter() -> None:
     assert SearchRequest(query="x", ext="py,md").ext == SearchRequest(query="x", ext=["py", "md"]).ext
 
 
-def test_agreement_weight_shrinks_bm25_only_when_its_best_hit_is_semantically_far() -> None:
-    from api.fusion import agreement_weight
+def test_decisiveness_is_how_far_the_best_stands_above_the_rest() -> None:
+    from api.fusion import decisiveness
 
-    assert agreement_weight(0.5, 0.70, 0.70, tau=0.1) == 0.5  # both arms agree
-    assert agreement_weight(0.5, 0.70, 0.65, tau=0.1) == pytest.approx(0.25)  # half the gap budget
-    assert agreement_weight(0.5, 0.70, 0.40, tau=0.1) == 0.0  # BM25's best is off-topic
-    assert agreement_weight(0.5, 0.40, 0.70, tau=0.1) == 0.5  # BM25 found something closer: never boosted
-    assert agreement_weight(0.5, 0.70, 0.40, tau=0.0) == 0.5  # off
-    assert agreement_weight(0.5, None, 0.40, tau=0.1) == 0.5
+    assert decisiveness([5.0] * 10) == 0.0  # flat: the arm cannot tell its hits apart
+    assert decisiveness([10.0] + [5.0] * 9) == pytest.approx(0.5)
+    assert decisiveness([10.0, 10.0]) == pytest.approx(8 / 9)  # missing places count as 0
+    assert decisiveness([]) == 0.0
+    assert decisiveness([-0.1, -0.2]) == 0.0  # cosines can be negative: no evidence either way
+
+
+def test_lexical_balance_favours_the_more_decisive_arm_within_bounds() -> None:
+    from api.fusion import lexical_balance
+
+    flat, sharp = [5.0] * 10, [10.0] + [1.0] * 9
+    assert lexical_balance(flat, flat, 0, 0, 0, 4) == 1.0  # gains 0, bias 0: plain RRF
+    assert lexical_balance(sharp, flat, 9, 12, 0, 4) > 1.0  # BM25 sure, vector guessing: BM25 counts more
+    assert lexical_balance(flat, sharp, 9, 12, 0, 4) < 1.0  # the other way round
+    assert lexical_balance(flat, flat, 9, 12, -0.5, 4) == pytest.approx(2**-0.5)  # only the bias
+    assert lexical_balance(sharp, flat, 100, 0, 0, 4) == 16.0  # bounded
+    assert lexical_balance(flat, sharp, 0, 100, 0, 4) == 1 / 16

@@ -96,6 +96,28 @@ def test_paraphrase_is_found_by_the_vector_arm_with_provenance(stack: Stack, cor
     assert hit["label"].endswith(f"{hit['cosine']:.3f}]")
 
 
+def test_arms_show_each_arms_candidates_and_the_per_query_weights(stack: Stack, corpus: Path) -> None:
+    from api.fusion import lexical_balance
+    from semsearch.config import Settings
+
+    answer = search(stack, "reconcile ledger entries total", arms=True, minScore=-1)
+    arms = answer["arms"]
+    assert arms["vector"] and arms["lexical"] and arms["lexicalTerms"]
+    # The weight the API used is the balance of exactly the scores it shows.
+    s = Settings()
+    expected = lexical_balance(
+        [a["bm25"] for a in arms["lexical"]],
+        [a["cosine"] for a in arms["vector"]],
+        s.lexical_decisiveness_gain,
+        s.vector_decisiveness_gain,
+        s.arm_balance_bias,
+        s.arm_balance_bound,
+    )
+    assert arms["lexicalWeight"] == pytest.approx(s.lexical_weight * expected, rel=0.02)  # arms are rounded
+    assert arms["lexicalWeight"] != s.lexical_weight  # the balance moved it for this query
+    assert arms["vectorWeight"] == s.vector_weight
+
+
 def test_unrelated_query_abstains_with_the_reason(stack: Stack, corpus: Path) -> None:
     answer = search(stack, "medieval falconry tournaments in Burgundy", minScore=0.5)
     assert answer["hits"] == []
