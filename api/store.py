@@ -38,10 +38,8 @@ RESULT_COLUMNS = [
 ]  # fmt: skip
 # Stemmed and stop-worded like a good BM25 baseline; our `lexical` column adds identifier parts.
 FTS_CONFIG = FTS(stem=True, remove_stop_words=True, lower_case=True, ascii_folding=True, max_token_length=60)
-VERSION_RETENTION = timedelta(minutes=5)
-ANN_REFINE = (
-    5  # re-rank 5 x limit ANN candidates with exact distances  # readers older than this may hold old versions open
-)
+VERSION_RETENTION = timedelta(minutes=5)  # readers older than this may hold old versions open
+ANN_REFINE = 5  # re-rank 5 x limit ANN candidates with exact distances
 
 
 class ModelMismatch(ValueError):
@@ -313,7 +311,9 @@ class Store:
         search = self._chunks.search(vector.astype(np.float32), vector_column_name="vector")
         query = cast(LanceVectorQueryBuilder, search)
         if self._has_ann():
-            query = query.refine_factor(ANN_REFINE)
+            # HNSW must look at more than the limit x refine candidates it hands to the exact
+            # re-rank: with its default ef, recall@10 was 0.967 at 100k rows; with this, 1.0 (bench).
+            query = query.refine_factor(ANN_REFINE).ef(2 * limit * ANN_REFINE)
         result = (
             query.distance_type("cosine").where(where, prefilter=True).select(RESULT_COLUMNS).limit(limit).to_arrow()
         )

@@ -21,6 +21,10 @@ class ModelError(RuntimeError):
     """The model files are missing or not what we expect."""
 
 
+class Interrupted(RuntimeError):
+    """A run stopped by its terminate flag (a query took the model); run it again."""
+
+
 @dataclass(frozen=True)
 class ModelFiles:
     onnx: Path
@@ -84,7 +88,7 @@ class Encoder:
     """One loaded model. Thread-safe for concurrent `embed` calls (onnxruntime is),
     though the server serialises them so queries can jump the queue."""
 
-    def __init__(self, files: ModelFiles, max_length: int = 256, batch_size: int = 8, threads: int | None = None):
+    def __init__(self, files: ModelFiles, max_length: int = 256, batch_size: int = 4, threads: int | None = None):
         for path in (files.onnx, files.tokenizer):
             if not path.is_file():
                 raise ModelError(f"model file not found: {path}")
@@ -147,8 +151,9 @@ class Encoder:
         order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
         return [order[start : start + self.batch_size] for start in range(0, len(order), self.batch_size)]
 
-    def run(self, ids: list[list[int]]) -> np.ndarray:
-        """One padded batch through the model: mean pooling over real tokens, then L2."""
+    def run(self, ids: list[list[int]], options: ort.RunOptions | None = None) -> np.ndarray:
+        """One padded batch through the model: mean pooling over real tokens, then L2.
+        Raises `Interrupted` if `options.terminate` was set while it ran."""
         width = max(len(x) for x in ids)
         input_ids = np.full((len(ids), width), self._pad_id, dtype=np.int64)
         mask = np.zeros((len(ids), width), dtype=np.int64)
@@ -158,7 +163,12 @@ class Encoder:
         feeds = {"input_ids": input_ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feeds["token_type_ids"] = np.zeros_like(input_ids)
-        hidden = self._session.run(None, feeds)[0]
+        try:
+            hidden = self._session.run(None, feeds, options)[0]
+        except Exception as exc:  # onnxruntime raises its own pybind `Fail` for a terminated run
+            if options is not None and options.terminate:
+                raise Interrupted("the batch was interrupted for a query") from exc
+            raise
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)

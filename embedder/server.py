@@ -8,13 +8,15 @@ import sys
 import threading
 import time
 from concurrent import futures
+from functools import partial
 
 import grpc
 import numpy as np
+import onnxruntime as ort
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from embedder.model import Encoder, ModelError, load
+from embedder.model import Encoder, Interrupted, ModelError, load
 from embedder.scheduler import PriorityGate
 from proto import embedder_pb2 as pb
 from proto import embedder_pb2_grpc as pb_grpc
@@ -25,23 +27,25 @@ log = logging.getLogger("semsearch.embedder")
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Embedder"].full_name
 MAX_INPUTS = 1024  # per request: bounds memory of one call; the indexer sends 64
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+MAX_PREEMPTIONS = 3  # a bulk batch gives way to queries this often, then runs to the end
 
 
 WARMUP_TEXT = " ".join(["the quick brown fox jumps over the lazy dog"] * 20)  # ~180 tokens, a typical chunk
+WARMUP_CHUNKS = 4
 
 
 class EmbedderService(pb_grpc.EmbedderServicer):
-    def __init__(self, encoder: Encoder) -> None:
+    def __init__(self, encoder: Encoder, query_grace_s: float = 0.0) -> None:
         self.encoder = encoder
-        self.gate = PriorityGate()
+        self.gate = PriorityGate(query_grace_s)
         self.chunks_per_second = 0.0
         self._rate_lock = threading.Lock()
 
     def warm_up(self) -> None:
         """One real batch at start: the first onnxruntime run is slow, and it seeds the rate."""
         started = time.perf_counter()
-        self.encoder.embed([WARMUP_TEXT] * self.encoder.batch_size)
-        self._record(self.encoder.batch_size, time.perf_counter() - started)
+        self.encoder.embed([WARMUP_TEXT] * WARMUP_CHUNKS)
+        self._record(WARMUP_CHUNKS, time.perf_counter() - started)
 
     def _record(self, chunks: int, seconds: float) -> None:
         rate = chunks / max(seconds, 1e-6)
@@ -55,14 +59,9 @@ class EmbedderService(pb_grpc.EmbedderServicer):
         urgent = any(item.kind == pb.INPUT_KIND_QUERY for item in request.inputs)
         encodings = self.encoder.tokenize([item.text for item in request.inputs])
         vectors = np.empty((n, self.encoder.dimension), dtype=np.float32)
-        # The whole request is sorted by length first; then the model is held one batch at a
-        # time so a query can slip in between two batches of a bulk request.
+        # The whole request is sorted by length first, then run one model batch at a time.
         for idx in self.encoder.batches(encodings):
-            with self.gate.hold(urgent):
-                began = time.perf_counter()
-                vectors[idx] = self.encoder.run([encodings[i].ids for i in idx])
-                if not urgent:
-                    self._record(len(idx), time.perf_counter() - began)
+            vectors[idx] = self._run_batch([encodings[i].ids for i in idx], urgent)
         truncated = [bool(e.overflowing) for e in encodings]
         return pb.EmbedResponse(
             vectors=vectors.astype("<f4").tobytes(),
@@ -71,6 +70,23 @@ class EmbedderService(pb_grpc.EmbedderServicer):
             model_id=self.encoder.model_id,
             truncated=truncated,
         )
+
+    def _run_batch(self, ids: list[list[int]], urgent: bool) -> np.ndarray:
+        """One model batch through the gate. A bulk batch gives way to a query that arrives
+        while it runs (see scheduler.py) and is run again, at most MAX_PREEMPTIONS times."""
+        for attempt in range(MAX_PREEMPTIONS + 1):
+            options = ort.RunOptions()
+            may_interrupt = not urgent and attempt < MAX_PREEMPTIONS
+            with self.gate.hold(urgent, partial(setattr, options, "terminate", True) if may_interrupt else None):
+                began = time.perf_counter()
+                try:
+                    vectors = self.encoder.run(ids, options)
+                except Interrupted:
+                    continue
+                if not urgent:
+                    self._record(len(ids), time.perf_counter() - began)
+                return vectors
+        raise AssertionError("unreachable: the last attempt cannot be interrupted")
 
     def CountTokens(self, request: pb.CountTokensRequest, context: grpc.ServicerContext) -> pb.CountTokensResponse:
         return pb.CountTokensResponse(
@@ -85,6 +101,7 @@ class EmbedderService(pb_grpc.EmbedderServicer):
             quantisation="int8 weights, fp32 compute" if "int8" in self.encoder.model_id else "unknown",
             runtime=self.encoder.runtime,
             measured_chunks_per_second=self.chunks_per_second,
+            interrupted_batches=self.gate.preemptions,
         )
 
 
@@ -116,7 +133,7 @@ def main() -> None:
     started = time.perf_counter()
     try:
         encoder = load(settings.model_dir, settings.max_seq_length, settings.model_batch_size, settings.threads)
-        service = EmbedderService(encoder)
+        service = EmbedderService(encoder, settings.query_grace_ms / 1000)
         service.warm_up()
         server = build_server(service, address)
     except (ModelError, OSError) as exc:

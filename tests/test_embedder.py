@@ -47,6 +47,33 @@ def test_vectors_are_unit_length_and_in_input_order(embedder: EmbedderClient) ->
     np.testing.assert_allclose(together, one_by_one, atol=1e-4)
 
 
+def test_a_query_interrupts_a_bulk_batch_and_both_answers_are_right(embedder_addr: str) -> None:
+    """Queries do not wait behind indexing: a running document batch is stopped, the query
+    goes first, the batch runs again. Observed through Info, with vectors checked after."""
+    import threading
+
+    bulk_client, query_client = EmbedderClient(embedder_addr), EmbedderClient(embedder_addr)
+    texts = [f"chunk {i}: " + "a long paragraph about indexing, storage engines and retrieval " * 30 for i in range(32)]
+    query = "how are documents ranked"
+    alone, _ = query_client.embed_query(query)
+    before = query_client.info().interrupted_batches
+    out: dict[str, np.ndarray] = {}
+    bulk = threading.Thread(target=lambda: out.update(bulk=bulk_client.embed(texts)))
+    bulk.start()
+    during: list[np.ndarray] = []
+    while bulk.is_alive() and len(during) < 5:
+        bulk.join(0.2)
+        during.append(query_client.embed_query(query)[0])
+    bulk.join()
+    assert query_client.info().interrupted_batches > before
+    for vector in during:
+        np.testing.assert_allclose(vector, alone, atol=1e-5)
+    # Interrupted batches were run again: every vector is there and is the right one.
+    np.testing.assert_allclose(out["bulk"], bulk_client.embed(texts), atol=1e-4)
+    bulk_client.close()
+    query_client.close()
+
+
 def test_window_is_256_tokens_not_the_tokenizer_files_128(embedder: EmbedderClient) -> None:
     words = [f"word{i}" for i in range(400)]
     tokens_per_word = embedder.count_tokens(["word7"])[0]
