@@ -12,10 +12,12 @@ from dataclasses import dataclass
 
 import pathspec
 
+from api.facts import IndexFacts
 from semsearch.config import Settings
 from semsearch.schemas import SearchRequest
 
 HIDDEN_STATUSES = ("superseded", "archived")
+TRUE = "true"
 
 
 @dataclass(frozen=True)
@@ -68,24 +70,31 @@ def matches_globs(path: str, globs: list[str]) -> bool:
     return glob_matcher(globs)(path)
 
 
-def build(request: SearchRequest, folders: list[str], settings: Settings) -> list[Clause]:
-    clauses = [
-        Clause(
-            "folder " + ",".join(request.folder) if request.folder else "registered folders",
-            sql_in("folder", folders) if folders else "false",
-        )
-    ]
+def build(
+    request: SearchRequest, folders: list[str], settings: Settings, facts: IndexFacts | None = None
+) -> list[Clause]:
+    """The request's filters as named clauses. With `facts`, a clause that cannot exclude any row
+    of this index is left out (it would cost a pass over every row and change nothing)."""
+    # The folder clause always comes first (it is the scope an empty answer is explained in),
+    # as TRUE when no other folder has rows.
+    name = "folder " + ",".join(request.folder) if request.folder else "registered folders"
+    if not folders:
+        clauses = [Clause(name, "false")]
+    elif facts is None or facts.folders_outside(folders):
+        clauses = [Clause(name, sql_in("folder", folders))]
+    else:
+        clauses = [Clause(name, TRUE)]
     if request.path_glob:
         likes = " OR ".join(f"path LIKE {sql_str(glob_to_like(g))}" for g in request.path_glob)
         clauses.append(Clause(f"pathGlob {','.join(request.path_glob)}", f"({likes})"))
-    for fragment in request.exclude or []:
-        clauses.append(
-            Clause(f"exclude {fragment}", f"lower(path) NOT LIKE {sql_str('%' + like_escape(fragment.lower()) + '%')}")
-        )
+    fragments = [(f"exclude {f}", f) for f in request.exclude or []]
     if not request.include_all:
-        for fragment in settings.default_exclude:
+        fragments += [(f"defaultExclude {f} (use --all)", f) for f in settings.default_exclude]
+    for name, fragment in fragments:
+        if facts is None or facts.any_path_contains(fragment):
             pattern = sql_str("%" + like_escape(fragment.lower()) + "%")
-            clauses.append(Clause(f"defaultExclude {fragment} (use --all)", f"lower(path) NOT LIKE {pattern}"))
+            clauses.append(Clause(name, f"lower(path) NOT LIKE {pattern}"))
+    if not request.include_all and (facts is None or facts.hidden_status):
         clauses.append(
             Clause(
                 "superseded/archived documents (use --all)",
@@ -107,4 +116,4 @@ def build(request: SearchRequest, folders: list[str], settings: Settings) -> lis
 
 
 def where(clauses: list[Clause]) -> str:
-    return " AND ".join(f"({c.sql})" for c in clauses)
+    return " AND ".join(f"({c.sql})" for c in clauses if c.sql != TRUE) or TRUE

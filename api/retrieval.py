@@ -58,7 +58,7 @@ def search(
         raise FolderError(f"no folder named {unknown[0]!r}; `semsearch list` shows the registered ones")
     wanted = [name for name in registered if not request.folder or name in request.folder]
     in_globs = filters.glob_matcher(request.path_glob) if request.path_glob else None
-    clauses = filters.build(request, wanted, settings)
+    clauses = filters.build(request, wanted, settings, store.facts)
     where = filters.where(clauses)
     mode = request.mode or ("hybrid" if settings.hybrid_search else "vector")
     min_score = settings.min_score if request.min_score is None else request.min_score

@@ -25,7 +25,8 @@ import pyarrow.compute as pc
 from lancedb.index import FTS
 from lancedb.query import LanceVectorQueryBuilder
 
-from api.filters import sql_in, sql_str
+from api.facts import IndexFacts
+from api.filters import HIDDEN_STATUSES, sql_in, sql_str
 from api.lexical import lexical_document
 from semsearch.schemas import FileChunks, FileStamp, IndexBatch, ManifestEntry
 
@@ -116,8 +117,19 @@ class Store:
         names = set(self._db.list_tables().tables)
         self._files = self._db.open_table(FILES) if FILES in names else self._db.create_table(FILES, schema=FILE_SCHEMA)
         self._chunks = self._db.open_table(CHUNKS) if CHUNKS in names else None
-        self._fts_ready = False
-        self._ann_ready = False
+        # Which indices exist, read once: only this process creates them (optimize) or drops
+        # them (reset), so a list_indices() call per query would only repeat what we know.
+        indices = [i.index_type for i in self._chunks.list_indices()] if self._chunks is not None else []
+        self._fts_ready = "FTS" in indices
+        self._ann_ready = any(kind.startswith("IVF") for kind in indices)
+        self.facts = self._read_facts()
+
+    def _read_facts(self) -> IndexFacts:
+        paths: dict[str, set[str]] = {}
+        for row in self._files.search().select(["folder", "path"]).limit(None).to_arrow().to_pylist():
+            paths.setdefault(row["folder"], set()).add(row["path"])
+        hidden = self._chunks is not None and self._chunks.count_rows(sql_in("status", list(HIDDEN_STATUSES))) > 0
+        return IndexFacts({folder: frozenset(p) for folder, p in paths.items()}, hidden)
 
     def _set_aside_other_layouts(self) -> None:
         """An index written with another schema is never read: it is moved aside, and a notice
@@ -188,6 +200,12 @@ class Store:
                 else:
                     self._chunks.delete(gone)
             self._write_manifest(folder, batch)
+            self.facts = self.facts.with_files(
+                folder,
+                added=[f.path for f in batch.upserts],
+                removed=batch.deletes,
+                hidden=any(f.meta.status in HIDDEN_STATUSES for f in batch.upserts),
+            )
             self._writes += 1
             if self._writes % self.housekeeping_every == 0:
                 # Many small writes (watch mode, single-file runs) must not grow versions and
@@ -278,6 +296,7 @@ class Store:
             if self._chunks is not None:
                 self._chunks.delete(f"folder = {sql_str(folder)}")
             self._files.delete(f"folder = {sql_str(folder)}")
+            self.facts = self.facts.without_folder(folder)
 
     # --- reads -------------------------------------------------------------------
 
@@ -355,17 +374,9 @@ class Store:
         return 0 if self._chunks is None else int(self._chunks.count_rows())
 
     def _has_ann(self) -> bool:
-        if self._ann_ready:
-            return True
-        assert self._chunks is not None
-        self._ann_ready = any(i.index_type.startswith("IVF") for i in self._chunks.list_indices())
         return self._ann_ready
 
     def _has_fts(self) -> bool:
-        if self._fts_ready:
-            return True
-        assert self._chunks is not None
-        self._fts_ready = any(i.index_type == "FTS" for i in self._chunks.list_indices())
         return self._fts_ready
 
     # --- maintenance ---------------------------------------------------------------
@@ -420,6 +431,7 @@ class Store:
             self.meta = {}
             self._chunks, self._fts_ready, self._ann_ready = None, False, False
             self._files = self._db.create_table(FILES, schema=FILE_SCHEMA)
+            self.facts = IndexFacts()
 
     def disk_bytes(self) -> int:
         return sum(p.stat().st_size for p in self.index_dir.rglob("*") if p.is_file())

@@ -122,3 +122,24 @@ def test_lexical_balance_favours_the_more_decisive_arm_within_bounds() -> None:
     assert lexical_balance(flat, flat, 9, 12, -0.5, 4) == pytest.approx(2**-0.5)  # only the bias
     assert lexical_balance(sharp, flat, 100, 0, 0, 4) == 16.0  # bounded
     assert lexical_balance(flat, sharp, 0, 100, 0, 4) == 1 / 16
+
+
+def test_clauses_that_cannot_exclude_a_row_are_left_out() -> None:
+    from api.facts import IndexFacts
+    from api.filters import build, where
+
+    plain = IndexFacts({"api": frozenset({"src/app.py", "docs/Guide.md"})})
+    request = SearchRequest(query="x")
+    assert where(build(request, ["api"], Settings(), plain)) == "true"  # nothing to exclude
+    assert build(request, ["api"], Settings(), plain)[0].name == "registered folders"  # scope kept
+    # Another folder's rows exist: the folder clause is needed.
+    two = IndexFacts({**plain.paths, "old": frozenset({"x.md"})})
+    assert "folder IN ('api')" in where(build(request, ["api"], Settings(), two))
+    # A path under Archive/ (any case) or a superseded document brings its clause back.
+    later = plain.with_files("api", added=["Archive/plan.md"], removed=[], hidden=True)
+    sql = where(build(request, ["api"], Settings(), later))
+    assert "NOT LIKE '%archive%'" in sql and "status != 'superseded'" in sql
+    assert where(build(request, [], Settings(), plain)) == "(false)"  # no folders: nothing matches
+    gone = later.with_files("api", added=[], removed=["Archive/plan.md"], hidden=False)
+    assert "NOT LIKE '%archive%'" not in where(build(request, ["api"], Settings(), gone))
+    assert "superseded" in where(build(request, ["api"], Settings(), gone))  # hidden is never reset

@@ -234,3 +234,28 @@ def test_an_embedder_with_another_model_is_refused(stack: Stack, corpus: Path, t
     finally:
         api.stop()
         embedder.stop()
+
+
+def test_filters_that_match_nothing_are_left_out_until_a_write_makes_them_matter(
+    api_factory,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    """The API leaves out lifecycle/defaultExclude clauses while no row could match them (a pass
+    over every row saved); a later write that adds such rows must bring them back at once."""
+    fresh: Stack = api_factory()
+    root = tmp_path / "notes"
+    (root / "guide").mkdir(parents=True)
+    (root / "guide/kettle.md").write_text("# Kettle\nDescale the kettle with citric acid every month.\n")
+    fresh.cli("add", str(root))
+    fresh.cli("index")
+    assert search(fresh, "descale the kettle", minScore=-1)["hits"][0]["relPath"] == "guide/kettle.md"
+    (root / "archive").mkdir()
+    (root / "archive/kettle-2019.md").write_text("# Kettle\nDescale the kettle with vinegar, 2019 advice.\n")
+    (root / "guide/old-kettle.md").write_text(
+        "---\nstatus: superseded\nsuperseded_by: guide/kettle.md\n---\n# Kettle\nDescale the kettle with lemon.\n"
+    )
+    fresh.cli("index")
+    default = {h["relPath"] for h in search(fresh, "descale the kettle", minScore=-1)["hits"]}
+    assert default == {"guide/kettle.md"}
+    everything = {h["relPath"] for h in search(fresh, "descale the kettle", minScore=-1, includeAll=True)["hits"]}
+    assert everything == {"guide/kettle.md", "archive/kettle-2019.md", "guide/old-kettle.md"}
