@@ -26,7 +26,7 @@ from lancedb.index import FTS
 from lancedb.query import LanceVectorQueryBuilder
 
 from api.facts import IndexFacts
-from api.filters import HIDDEN_STATUSES, sql_in, sql_str
+from api.filters import HIDDEN_STATUSES, TRUE, sql_in, sql_str
 from api.lexical import lexical_document
 from semsearch.schemas import FileChunks, FileStamp, IndexBatch, ManifestEntry
 
@@ -333,9 +333,9 @@ class Store:
             # HNSW must look at more than the limit x refine candidates it hands to the exact
             # re-rank: with its default ef, recall@10 was 0.967 at 100k rows; with this, 1.0 (bench).
             query = query.refine_factor(ANN_REFINE).ef(2 * limit * ANN_REFINE)
-        result = (
-            query.distance_type("cosine").where(where, prefilter=True).select(RESULT_COLUMNS).limit(limit).to_arrow()
-        )
+        if where != TRUE:
+            query = query.where(where, prefilter=True)
+        result = query.distance_type("cosine").select(RESULT_COLUMNS).limit(limit).to_arrow()
         cosine = pc.subtract(1.0, result["_distance"]).to_pylist()
         rows = result.drop(["_distance"]).to_pylist()
         return [dict(row, cosine=float(c)) for row, c in zip(rows, cosine, strict=True)]
@@ -345,13 +345,10 @@ class Store:
         if self._chunks is None or not terms or not self._has_fts():
             return []
         query = " ".join(terms)
-        result = (
-            self._chunks.search(query, query_type="fts", fts_columns="lexical")
-            .where(where, prefilter=True)
-            .select([*RESULT_COLUMNS, "vector"])
-            .limit(limit)
-            .to_arrow()
-        )
+        search = self._chunks.search(query, query_type="fts", fts_columns="lexical")
+        if where != TRUE:
+            search = search.where(where, prefilter=True)
+        result = search.select([*RESULT_COLUMNS, "vector"]).limit(limit).to_arrow()
         # Vectors as one numpy matrix (zero copy), not 384 Python floats per row.
         column = result["vector"].combine_chunks()
         matrix = column.flatten().to_numpy().reshape(len(column), -1) if len(column) else None
