@@ -73,20 +73,27 @@ class EmbedderService(pb_grpc.EmbedderServicer):
 
     def _run_batch(self, ids: list[list[int]], urgent: bool) -> np.ndarray:
         """One model batch through the gate. A bulk batch gives way to a query that arrives
-        while it runs (see scheduler.py) and is run again, at most MAX_PREEMPTIONS times."""
-        for attempt in range(MAX_PREEMPTIONS + 1):
+        while it runs (see scheduler.py) and is run again; after MAX_PREEMPTIONS interruptions
+        (queries keep coming) it finishes one sequence at a time, so a query then waits for
+        one short run at most, and indexing still moves."""
+        if urgent:
+            with self.gate.hold(urgent=True):
+                return self.encoder.run(ids)
+        for _ in range(MAX_PREEMPTIONS):
             options = ort.RunOptions()
-            may_interrupt = not urgent and attempt < MAX_PREEMPTIONS
-            with self.gate.hold(urgent, partial(setattr, options, "terminate", True) if may_interrupt else None):
+            with self.gate.hold(False, partial(setattr, options, "terminate", True)):
                 began = time.perf_counter()
                 try:
                     vectors = self.encoder.run(ids, options)
                 except Interrupted:
                     continue
-                if not urgent:
-                    self._record(len(ids), time.perf_counter() - began)
+                self._record(len(ids), time.perf_counter() - began)
                 return vectors
-        raise AssertionError("unreachable: the last attempt cannot be interrupted")
+        singles = []
+        for sequence in ids:
+            with self.gate.hold(urgent=False):
+                singles.append(self.encoder.run([sequence]))
+        return np.vstack(singles)
 
     def CountTokens(self, request: pb.CountTokensRequest, context: grpc.ServicerContext) -> pb.CountTokensResponse:
         return pb.CountTokensResponse(
