@@ -61,7 +61,10 @@ def read_bytes(path: Path, max_bytes: int) -> tuple[bytes, os.stat_result]:
             raise Unindexable("unreadable", f"{path}: not a regular file")
         if st.st_size > max_bytes:
             raise Unindexable("too-large", f"{path}: {st.st_size:,} bytes > limit {max_bytes:,}")
-        data = f.read(max_bytes + 1)
+        try:
+            data = f.read(max_bytes + 1)
+        except OSError as exc:  # a failing disk (EIO), or a pseudo-file that refuses reads (EINVAL)
+            raise Unindexable("unreadable", f"{path}: {exc.strerror}") from exc
     if len(data) > max_bytes:
         raise Unindexable("too-large", f"{path}: grew past the limit of {max_bytes:,} bytes while being read")
     return data, st

@@ -83,6 +83,19 @@ def test_nul_filled_and_oversized_text(tmp_path: Path) -> None:
     assert (nul.value.reason, huge.value.reason) == ("binary", "too-large")
 
 
+def test_a_file_that_fails_while_being_read_is_unreadable_not_a_crash() -> None:
+    """Found by the OpenAPI fuzzer in CI: grep answered 500 with EINVAL from read() (the fuzzer
+    registers arbitrary folders, pseudo-files included). /proc/self/mem is a regular file whose
+    read at offset 0 fails (EIO) on every Linux."""
+    from api.grep import _lines
+    from semsearch.config import Settings
+
+    with pytest.raises(Unindexable) as failed:
+        extract(Path("/proc/self/mem"), 1_000)
+    assert failed.value.reason == "unreadable" and "Input/output error" in str(failed.value)
+    assert _lines(Path("/proc/self/mem"), Settings()) == []  # grep skips it, like the indexer
+
+
 @FUZZ
 @given(
     text=st.one_of(
