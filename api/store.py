@@ -329,7 +329,7 @@ class Store:
         # Cosine is set on every query: LanceDB's default metric is L2.
         search = self._chunks.search(vector.astype(np.float32), vector_column_name="vector")
         query = cast(LanceVectorQueryBuilder, search)
-        if self._has_ann():
+        if self._ann_ready:
             # HNSW must look at more than the limit x refine candidates it hands to the exact
             # re-rank: with its default ef, recall@10 was 0.967 at 100k rows; with this, 1.0 (bench).
             query = query.refine_factor(ANN_REFINE).ef(2 * limit * ANN_REFINE)
@@ -342,7 +342,7 @@ class Store:
 
     def lexical_search(self, terms: list[str], limit: int, where: str) -> list[dict[str, Any]]:
         """BM25 over the `lexical` column (OR of the terms); rows carry their vector for the cosine."""
-        if self._chunks is None or not terms or not self._has_fts():
+        if self._chunks is None or not terms or not self._fts_ready:
             return []
         query = " ".join(terms)
         search = self._chunks.search(query, query_type="fts", fts_columns="lexical")
@@ -359,7 +359,7 @@ class Store:
 
     def doc_freq(self, term: str, cap: int) -> int:
         """In how many chunks `term` occurs, counted up to cap + 1 (enough to say "too common")."""
-        if self._chunks is None or not self._has_fts():
+        if self._chunks is None or not self._fts_ready:
             return 0
         hits = self._chunks.search(term, query_type="fts", fts_columns="lexical").select(["id"]).limit(cap + 1)
         return int(hits.to_arrow().num_rows)
@@ -370,12 +370,6 @@ class Store:
     def chunk_count(self) -> int:
         return 0 if self._chunks is None else int(self._chunks.count_rows())
 
-    def _has_ann(self) -> bool:
-        return self._ann_ready
-
-    def _has_fts(self) -> bool:
-        return self._fts_ready
-
     # --- maintenance ---------------------------------------------------------------
 
     def optimize(self, ann_min_rows: int = 20_000) -> dict[str, Any]:
@@ -385,10 +379,10 @@ class Store:
         with self._lock:
             if self._chunks is None:
                 return {"chunks": 0}
-            if not self._has_fts():
+            if not self._fts_ready:
                 self._chunks.create_index("lexical", config=FTS_CONFIG)
                 self._fts_ready = True
-            if not self._has_ann() and self.chunk_count() >= ann_min_rows:
+            if not self._ann_ready and self.chunk_count() >= ann_min_rows:
                 # HNSW over scalar-quantised vectors: ~10 ms at 100k rows vs ~120 ms flat (measured);
                 # queries refine with exact distances, which brings recall@10 back to ~1.0.
                 self._chunks.create_index(metric="cosine", vector_column_name="vector", index_type="IVF_HNSW_SQ")

@@ -188,6 +188,25 @@ def tool_calls(project: Path) -> dict[str, dict[str, Any]]:
     }
 
 
+async def call_all(client: Any, calls: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Each tool once; every call must succeed. Returns the text parts per tool."""
+    out: dict[str, Any] = {}
+    for name, args in calls.items():
+        result = await client.call_tool(name, args)
+        assert not result.is_error, (name, result.content)
+        out[name] = [c.text for c in result.content]
+    return out
+
+
+def with_worker(stack: Stack, log: str, run: Any) -> Any:
+    """Runs the async `run` while an indexer worker claims requested runs (the `index` tool)."""
+    worker = Service("indexer", stack.env, stack.data_dir / log).start("--worker")
+    try:
+        return anyio.run(run)
+    finally:
+        worker.stop()
+
+
 def test_every_mcp_tool_over_stdio(stack: Stack, project: Path) -> None:
     async def run() -> dict[str, Any]:
         params = StdioServerParameters(command=SEMSEARCH, args=["mcp"], env=stack.env)
@@ -197,19 +216,12 @@ def test_every_mcp_tool_over_stdio(stack: Stack, project: Path) -> None:
             calls = tool_calls(project) | {
                 "search": {"query": "exchange refresh token", "k": 3, "folder": "api", "min_score": -1}
             }
-            for name, args in calls.items():
-                result = await client.call_tool(name, args)
-                assert not result.is_error, (name, result.content)
-                out[name] = [c.text for c in result.content]  # type: ignore[union-attr]
+            out |= await call_all(client, calls)
             bad = await client.call_tool("search", {"query": "x", "kk": 3})
             out["unknown_argument"] = (bad.is_error, [c.text for c in bad.content])  # type: ignore[union-attr]
             return out
 
-    worker = Service("indexer", stack.env, stack.data_dir / "worker.log").start("--worker")
-    try:
-        out = anyio.run(run)
-    finally:
-        worker.stop()
+    out = with_worker(stack, "worker.log", run)
     assert set(out["tools"]) == {"search", "gather", "list_folders", "cat_file", "grep", "index", "index_status"}
     for tool in out["tools"].values():
         assert tool.input_schema.get("additionalProperties") is False
@@ -280,20 +292,13 @@ def test_streamable_http_needs_the_token_and_checks_origin(stack: Stack, project
             calls = tool_calls(project)
             out: dict[str, list[str]] = {}
             async with Client(streamable_http_client(url, http_client=http_client)) as client:  # type: ignore[arg-type]
-                for name, args in calls.items():
-                    result = await client.call_tool(name, args)
-                    assert not result.is_error, (name, result.content)
-                    out[name] = [c.text for c in result.content]  # type: ignore[union-attr]
+                out |= await call_all(client, calls)
                 run_id = json.loads(out["index"][0])["id"]
                 status = await client.call_tool("index_status", {"run_id": run_id})
                 out["index_status"] = [c.text for c in status.content]  # type: ignore[union-attr]
             return out
 
-        worker = Service("indexer", stack.env, stack.data_dir / "worker-http.log").start("--worker")
-        try:
-            out = anyio.run(run)
-        finally:
-            worker.stop()
+        out = with_worker(stack, "worker-http.log", run)
         assert json.loads(out["search"][0])[0]["relPath"] == "src/session.py"
         assert out["gather"][0].startswith("### [1/1]  api  ·  src/session.py")
         assert any(f["name"] == "api" for f in json.loads(out["list_folders"][0]))
