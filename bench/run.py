@@ -100,7 +100,7 @@ def measure_limit(mix: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {"threads": os.cpu_count()}
     sweep = {}
     for batch in (1, 2, 4, 8):
-        encoder = load(None, 256, batch, None)
+        encoder = load(None, 256, batch, None, Settings().model_cache_dir)
         sample = mix[:128]
         encoder.embed(sample[:8])  # warm up
 
@@ -109,7 +109,7 @@ def measure_limit(mix: list[str]) -> dict[str, Any]:
 
         sweep[batch] = round(median_of(3, rate), 2)
     best = max(sweep, key=lambda b: sweep[b])
-    encoder = load(None, 256, best, None)
+    encoder = load(None, 256, best, None, Settings().model_cache_dir)
     words = " ".join(f"token{i}" for i in range(400))
     ids = encoder._tokenizer.encode(words, add_special_tokens=False).ids[:200]
     fixed = [encoder._tokenizer.decode(ids)] * 64
@@ -143,7 +143,7 @@ def measure_service(address: str, mix: list[str], best_batch: int, rounds: int =
     size, the same 64-chunk calls), then the service with 1 and with 4 clients; the ratio is
     taken per round, so a machine that speeds up or slows down mid-run does not skew it."""
     sample = mix[:128]
-    encoder = load(None, 256, best_batch, None)
+    encoder = load(None, 256, best_batch, None, Settings().model_cache_dir)
     encoder.embed(sample[:8])
 
     def in_process() -> float:
@@ -327,7 +327,7 @@ def main() -> None:
     summary, seconds, indexer_rss = run_index(env)
     rate = summary["chunksWritten"] / seconds
     # L side by side: the mean of the model alone just before (step 2) and just after this run.
-    encoder = load(None, 256, limit["batch"], None)
+    encoder = load(None, 256, limit["batch"], None, Settings().model_cache_dir)
     encoder.embed(mix[:8])
     L_around = (results["service"]["L_sideBySide"] + median_of(3, lambda: in_process_rate(encoder, mix[:128]))) / 2
     results["coldIndex"] = {

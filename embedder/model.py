@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 from tokenizers import Encoding, Tokenizer
+
+log = logging.getLogger("semsearch.embedder")
 
 
 class ModelError(RuntimeError):
@@ -88,12 +91,20 @@ class Encoder:
     """One loaded model. Thread-safe for concurrent `embed` calls (onnxruntime is),
     though the server serialises them so queries can jump the queue."""
 
-    def __init__(self, files: ModelFiles, max_length: int = 256, batch_size: int = 4, threads: int | None = None):
+    def __init__(
+        self,
+        files: ModelFiles,
+        max_length: int = 256,
+        batch_size: int = 4,
+        threads: int | None = None,
+        cache_dir: Path | None = None,
+    ):
         for path in (files.onnx, files.tokenizer):
             if not path.is_file():
                 raise ModelError(f"model file not found: {path}")
+        digest = sha256_of(files.onnx)
         if files.sha256 is not None:
-            actual = sha256_of(files.onnx)
+            actual = digest
             if actual != files.sha256:
                 raise ModelError(
                     f"{files.onnx} has sha256 {actual}, expected {files.sha256}: "
@@ -120,7 +131,10 @@ class Encoder:
         options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        self._session = ort.InferenceSession(str(files.onnx), options, providers=["CPUExecutionProvider"])
+        # Memory patterns are cached per input shape, and ours change with every batch (each is
+        # padded to its own longest text): off, peak RSS fell 43 MB at the same chunks/s (bench).
+        options.enable_mem_pattern = False
+        self._session = _session(files.onnx, digest, options, cache_dir)
         self._inputs = {i.name for i in self._session.get_inputs()}
         output = self._session.get_outputs()[0]
         self.dimension = int(output.shape[-1])
@@ -175,6 +189,57 @@ class Encoder:
         return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
 
 
-def load(model_dir: Path | None, max_length: int, batch_size: int, threads: int | None) -> Encoder:
-    files = model_from_dir(model_dir) if model_dir else packaged_model()
-    return Encoder(files, max_length=max_length, batch_size=batch_size, threads=threads)
+def _session(onnx: Path, digest: str, options: ort.SessionOptions, cache_dir: Path | None) -> ort.InferenceSession:
+    """The session, from the optimised graph cached in `cache_dir` when there is one.
+
+    The packaged model stores int8 weights that onnxruntime turns into fp32 at load time
+    (constant folding). Loading a graph saved after that step skips the int8 copy and the
+    folding: peak RSS ~35 MB lower, the same outputs bit for bit (make bench). The cache is
+    keyed by the model's digest and the onnxruntime version, written once (atomically), and
+    saved at the portable "extended" level; hardware-specific passes still run at each load.
+    """
+    providers = ["CPUExecutionProvider"]
+    cached = cached_model_path(cache_dir, digest) if cache_dir else None
+    if cached is not None and cached.is_file():
+        try:
+            return ort.InferenceSession(str(cached), options, providers=providers)
+        except Exception as exc:  # a damaged cache must never stop the service: rebuild it
+            log.warning("ignoring the optimised model cache %s (%s); rebuilding it", cached, exc)
+            cached.unlink(missing_ok=True)
+    if cached is None:
+        return ort.InferenceSession(str(onnx), options, providers=providers)
+    try:
+        save_optimised(onnx, cached)
+    except Exception as exc:  # e.g. a read-only container (onnxruntime raises its own types)
+        log.warning("cannot cache the optimised model in %s (%s); start-up uses more memory", cache_dir, exc)
+        return ort.InferenceSession(str(onnx), options, providers=providers)
+    return ort.InferenceSession(str(cached), options, providers=providers)
+
+
+def cached_model_path(cache_dir: Path, digest: str) -> Path:
+    return cache_dir / f"model-{digest[:16]}-onnxruntime-{ort.__version__}.onnx"
+
+
+def save_optimised(onnx: Path, target: Path) -> None:
+    """Optimise the graph once and write it to `target` (atomically: a crash leaves no half file)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
+    saving = ort.SessionOptions()
+    saving.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    saving.optimized_model_filepath = str(partial)
+    try:
+        ort.InferenceSession(str(onnx), saving, providers=["CPUExecutionProvider"])
+        partial.replace(target)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def model_files(model_dir: Path | None) -> ModelFiles:
+    return model_from_dir(model_dir) if model_dir else packaged_model()
+
+
+def load(
+    model_dir: Path | None, max_length: int, batch_size: int, threads: int | None, cache_dir: Path | None = None
+) -> Encoder:
+    files = model_files(model_dir)
+    return Encoder(files, max_length=max_length, batch_size=batch_size, threads=threads, cache_dir=cache_dir)

@@ -139,7 +139,13 @@ def main() -> None:
     address = f"{settings.embedder_host}:{settings.embedder_port}"
     started = time.perf_counter()
     try:
-        encoder = load(settings.model_dir, settings.max_seq_length, settings.model_batch_size, settings.threads)
+        encoder = load(
+            settings.model_dir,
+            settings.max_seq_length,
+            settings.model_batch_size,
+            settings.threads,
+            settings.model_cache_dir,
+        )
         service = EmbedderService(encoder, settings.query_grace_ms / 1000)
         service.warm_up()
         server = build_server(service, address)

@@ -21,6 +21,11 @@ def default_data_dir() -> Path:
     return Path(base) / "semsearch"
 
 
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "semsearch"
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SEMSEARCH_", extra="ignore")
 
@@ -68,6 +73,11 @@ class Settings(BaseSettings):
         description="After a query, bulk embedding pauses this long so the API's search for it runs on idle cores.",
     )
     threads: int | None = Field(None, description="onnxruntime intra-op threads; default = CPUs in our quota.")
+    model_cache_dir: Path = Field(
+        default_factory=default_cache_dir,
+        description="The model graph after onnxruntime's optimisations is cached here: later starts skip "
+        "them and peak ~35 MB lower. Rebuilt when missing; the container image bakes it in.",
+    )
 
     # --- indexer -----------------------------------------------------------
     max_file_size_bytes: int = Field(

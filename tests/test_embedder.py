@@ -145,3 +145,32 @@ def test_embedder_down_is_reported_with_its_address() -> None:
     with pytest.raises(Exception, match=r"embedder at 127\.0\.0\.1:1 is not reachable.*semsearch serve"):
         client.embed(["x"])
     client.close()
+
+
+def test_optimised_graph_cache_gives_the_same_vectors(tmp_path: Path, embedder: EmbedderClient) -> None:
+    """The service loads onnxruntime's optimised graph from a cache it writes on first start;
+    a damaged or unwritable cache falls back without changing a single output bit."""
+    from embedder.model import load
+    from semsearch.processes import start_embedder
+
+    texts = ["def parse_config(path): return toml.load(path)", "The mitochondria is the powerhouse of the cell."]
+    cache = tmp_path / "cache"
+    service, address = start_embedder(tmp_path / "embedder.log", SEMSEARCH_MODEL_CACHE_DIR=str(cache))
+    try:
+        fresh = EmbedderClient(address)
+        from_new_cache = fresh.embed(texts)
+        fresh.close()
+    finally:
+        service.stop()
+    [cached] = list(cache.glob("model-*-onnxruntime-*.onnx"))
+    assert not list(cache.glob("*.partial"))
+    assert np.array_equal(from_new_cache, embedder.embed(texts))
+
+    uncached = load(None, 256, 4, None).embed(texts)[0]
+    assert np.array_equal(uncached, from_new_cache)
+    cached.write_bytes(b"not an onnx graph")  # damaged: rebuilt, not fatal
+    assert np.array_equal(load(None, 256, 4, None, cache).embed(texts)[0], uncached)
+    assert cached.stat().st_size > 1_000_000
+    (tmp_path / "a-file").write_text("")
+    unwritable = tmp_path / "a-file" / "cache"  # mkdir fails: runs from the packaged model
+    assert np.array_equal(load(None, 256, 4, None, unwritable).embed(texts)[0], uncached)
