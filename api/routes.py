@@ -19,7 +19,7 @@ from api import files, gather, grep, retrieval
 from api.auth import require_token
 from api.folders import FolderRegistry
 from api.runs import Leases, Runs
-from api.store import Store
+from api.store import ANN_KIND, Store
 from embedder.client import EmbedderClient, EmbedderError
 from semsearch import __version__
 from semsearch.config import Settings
@@ -334,4 +334,6 @@ def get_status(store: StoreDep, embedder: EmbedderDep, folders: FoldersDep, sett
         folders=views,
         files=sum(f.files for f in views),
         chunks=sum(f.chunks for f in views),
+        vector_index=ANN_KIND if store.ann_ready else "flat",
+        full_text_index=store.fts_ready,
     )

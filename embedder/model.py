@@ -134,6 +134,10 @@ class Encoder:
         # Memory patterns are cached per input shape, and ours change with every batch (each is
         # padded to its own longest text): off, peak RSS fell 43 MB at the same chunks/s (bench).
         options.enable_mem_pattern = False
+        # Idle onnxruntime threads spin for a while after each run, on cores the API's LanceDB
+        # search for that same query needs: off, a 100k-row hybrid search took 20 vs 23 ms
+        # (p95 27 vs 33) with the same chunks/s (bench).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session = _session(files.onnx, digest, options, cache_dir)
         self._inputs = {i.name for i in self._session.get_inputs()}
         output = self._session.get_outputs()[0]

@@ -312,3 +312,8 @@ class Status(Wire):
     folders: list[Folder]
     files: int
     chunks: int
+    vector_index: str = Field(
+        description="`IVF_HNSW_SQ` once the table has SEMSEARCH_ANN_MIN_ROWS chunks (built by the indexer's "
+        "optimize step), else `flat` (exact scan)."
+    )
+    full_text_index: bool

@@ -311,3 +311,33 @@ def test_no_shell_anywhere_in_the_code() -> None:
         if any(needle in text for needle in needles):
             offenders.append(str(path.relative_to(ROOT)))
     assert offenders == []
+
+
+def test_ann_index_is_built_once_and_used_after_a_restart(tmp_path: Path, embedder_addr: str) -> None:
+    work = write_corpus(tmp_path / "corpus", files=40)
+    api, env = start_api(tmp_path / "data", embedder_addr, SEMSEARCH_ANN_MIN_ROWS="64")
+    subprocess.run([SEMSEARCH, "add", str(work)], env=env, check=True, capture_output=True)
+    try:
+        index(env)
+        status = httpx.get(f"{env['SEMSEARCH_URL']}/v1/status").json()
+        assert status["chunks"] >= 64 and status["vectorIndex"] == "IVF_HNSW_SQ" and status["fullTextIndex"]
+        before = vector_index_uuid(tmp_path / "data")
+        query = {"query": "subject 99", "k": 5}
+        hits = httpx.post(f"{env['SEMSEARCH_URL']}/v1/search", json=query).json()["hits"]
+    finally:
+        api.stop()
+    api, env = start_api(tmp_path / "data", embedder_addr, SEMSEARCH_ANN_MIN_ROWS="64")
+    try:
+        assert httpx.get(f"{env['SEMSEARCH_URL']}/v1/status").json()["vectorIndex"] == "IVF_HNSW_SQ"
+        assert httpx.post(f"{env['SEMSEARCH_URL']}/v1/search", json=query).json()["hits"] == hits
+        (work / "part03.md").write_text("# Part 3\nA rewritten part about tide tables.\n")
+        index(env)  # an incremental run updates the index; it does not build a new one
+        assert vector_index_uuid(tmp_path / "data") == before
+    finally:
+        api.stop()
+
+
+def vector_index_uuid(data_dir: Path) -> str:
+    table = lancedb.connect(str(data_dir / "index")).open_table("chunks")
+    [index] = [i for i in table.list_indices() if i.columns == ["vector"]]
+    return str(index.index_uuid)
