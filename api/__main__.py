@@ -10,10 +10,12 @@ import uvicorn
 from api.app import create_app
 from api.auth import is_loopback
 from semsearch.config import Settings
+from semsearch.malloc import limit_arenas
 
 
 def main() -> None:
     settings = Settings()
+    limit_arenas(settings.malloc_arenas)  # before LanceDB and uvicorn start their threads
     if not is_loopback(settings.host) and settings.token is None:
         sys.exit(
             f"semsearch api: refusing to listen on {settings.host} without a token; "

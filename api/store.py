@@ -28,6 +28,7 @@ from lancedb.query import LanceVectorQueryBuilder
 from api.facts import IndexFacts
 from api.filters import HIDDEN_STATUSES, TRUE, sql_in, sql_str
 from api.lexical import lexical_document
+from semsearch.malloc import trim
 from semsearch.schemas import FileChunks, FileStamp, IndexBatch, ManifestEntry
 
 SCHEMA_VERSION = 1
@@ -382,6 +383,10 @@ class Store:
         with self._lock:
             if self._chunks is None:
                 return {"chunks": 0}
+            # Compact first: the indices are then built over a few large fragments, and compacting
+            # 100 fragments that already carry them peaked 200 MB higher (100k rows, measured).
+            self._compact()
+            trim()  # what the compaction freed, before the index builds need it
             if not self.fts_ready:
                 self._chunks.create_index("lexical", config=FTS_CONFIG)
                 self.fts_ready = True
@@ -390,7 +395,6 @@ class Store:
                 # queries refine with exact distances, which brings recall@10 back to ~1.0.
                 self._chunks.create_index(metric="cosine", vector_column_name="vector", index_type=ANN_KIND)
                 self.ann_ready = True
-            self._compact()
             return {"chunks": self.chunk_count(), "version": self._chunks.version}
 
     def _compact(self) -> None:

@@ -478,6 +478,8 @@ def status(as_json: bool) -> None:
             click.echo(f"embedder  {st.embedder.address}  NOT READY: {st.embedder.error}")
         click.echo(f"data      {st.data_dir}  ({st.index_bytes / 1e6:.1f} MB index)")
         click.echo(f"folders   {len(st.folders)}  files {st.files:,}  chunks {st.chunks:,}")
+        full_text = "BM25 index" if st.full_text_index else "no BM25 index yet (run `semsearch index`)"
+        click.echo(f"indexes   vectors: {st.vector_index}, {full_text}")
         if st.notice:
             click.echo(f"notice    {st.notice}")
         for f in st.folders:
