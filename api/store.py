@@ -377,9 +377,10 @@ class Store:
     # --- maintenance ---------------------------------------------------------------
 
     def optimize(self, ann_min_rows: int = 20_000) -> dict[str, Any]:
-        """After an indexing run: build or update the full-text index (and, once the table is big
-        enough for it to win over a flat scan, the ANN index), compact small fragments, and drop
-        old versions (kept for a few minutes so readers in flight never break)."""
+        """After an indexing run: compact small fragments, fold new rows into the indices, drop
+        old versions (kept for a few minutes so readers in flight never break), then build the
+        full-text index and, once the table is big enough for it to win over a flat scan, the
+        ANN index, if they do not exist yet."""
         with self._lock:
             if self._chunks is None:
                 return {"chunks": 0}
