@@ -147,6 +147,7 @@ def main() -> None:
             settings.model_batch_size,
             settings.threads,
             settings.model_cache_dir,
+            settings.model_batch_tokens,
         )
         service = EmbedderService(encoder, settings.query_grace_ms / 1000)
         service.warm_up()

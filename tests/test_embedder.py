@@ -174,3 +174,19 @@ def test_optimised_graph_cache_gives_the_same_vectors(tmp_path: Path, embedder: 
     (tmp_path / "a-file").write_text("")
     unwritable = tmp_path / "a-file" / "cache"  # mkdir fails: runs from the packaged model
     assert np.array_equal(load(None, 256, 4, None, unwritable).embed(texts)[0], uncached)
+
+
+def test_model_batches_are_capped_by_texts_and_by_padded_tokens() -> None:
+    from embedder.model import load
+
+    encoder = load(None, 256, 4, None, batch_tokens=512)
+    texts = ["word " * n for n in (300, 5, 120, 10, 200, 60, 250, 3, 2, 1)]
+    encodings = encoder.tokenize(texts)
+    batches = encoder.batches(encodings)
+    assert sorted(i for b in batches for i in b) == list(range(len(texts)))
+    widths = [max(len(encodings[i].ids) for i in b) for b in batches]
+    assert widths == sorted(widths)  # shortest first: each batch pads to similar lengths
+    assert all(len(b) <= 4 and len(b) * w <= 512 for b, w in zip(batches, widths, strict=True))
+    assert [len(b) for b in batches][:1] == [4] and len(batches[-1]) == 1  # short texts share, 256 tokens do not
+    unbounded = load(None, 256, 4, None, batch_tokens=1 << 20).embed(texts)[0]
+    assert np.allclose(encoder.embed(texts)[0], unbounded, atol=1e-5)
