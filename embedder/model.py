@@ -221,14 +221,13 @@ def _session(onnx: Path, digest: str, options: ort.SessionOptions, cache_dir: Pa
         except Exception as exc:  # a damaged cache must never stop the service: rebuild it
             log.warning("ignoring the optimised model cache %s (%s); rebuilding it", cached, exc)
             cached.unlink(missing_ok=True)
-    if cached is None:
-        return ort.InferenceSession(str(onnx), options, providers=providers)
-    try:
-        save_optimised(onnx, cached)
-    except Exception as exc:  # e.g. a read-only container (onnxruntime raises its own types)
-        log.warning("cannot cache the optimised model in %s (%s); start-up uses more memory", cache_dir, exc)
-        return ort.InferenceSession(str(onnx), options, providers=providers)
-    return ort.InferenceSession(str(cached), options, providers=providers)
+    if cached is not None:
+        try:
+            save_optimised(onnx, cached)
+        except Exception as exc:  # e.g. a read-only container (onnxruntime raises its own types)
+            log.warning("cannot cache the optimised model in %s (%s); start-up uses more memory", cache_dir, exc)
+            cached = None
+    return ort.InferenceSession(str(cached or onnx), options, providers=providers)
 
 
 def cached_model_path(cache_dir: Path, digest: str) -> Path:
