@@ -34,10 +34,16 @@ from embedder.model import load
 from indexer.chunker import chunk_document
 from indexer.discovery import FileList
 from indexer.extract import Unindexable, extract
-from semsearch.config import Settings
+from semsearch.config import Compute, Settings
 from semsearch.processes import start_api, start_embedder
 
 HERE = Path(__file__).resolve().parent
+SIMD = [  # /proc/cpuinfo flag -> label, widest first
+    ("avx512_vnni", "AVX-512 VNNI"),
+    ("avx_vnni", "AVX-VNNI"),
+    ("avx512bw", "AVX-512, no VNNI"),
+    ("avx2", "AVX2, no VNNI"),
+]
 CORPUS_SDIST = "rich==13.9.4"  # a mid-size real project: ~200 source and doc files
 console = Console()
 results: dict[str, Any] = {}
@@ -48,10 +54,12 @@ def median_of(runs: int, fn: Callable[[], float]) -> float:
 
 
 def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
+    """The CPU and its widest int8 dot-product instructions (int8 compute runs far faster with VNNI)."""
+    lines = Path("/proc/cpuinfo").read_text().splitlines()
+    name = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), None)
+    flags = set(next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), []))
+    simd = next((label for flag, label in SIMD if flag in flags), "no AVX2")
+    return f"{name or platform.processor()}, {simd}"
 
 
 def rss_peak_mb(pid: int) -> float:
@@ -97,26 +105,30 @@ def corpus_chunks(root: Path, count: Callable[[list[str]], list[int]]) -> list[s
 
 
 def measure_limit(mix: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {"threads": os.cpu_count()}
-    sweep = {}
-    for batch in (1, 2, 4, 8):
-        encoder = load(None, 256, batch, None, Settings().model_cache_dir)
-        sample = mix[:128]
+    """L: the configured compute at its best batch size, with the other compute beside it."""
+    compute = Settings().model_compute
+    out: dict[str, Any] = {"threads": os.cpu_count(), "compute": compute}
+    sample = mix[:128]
+
+    def mix_rate(batch: int, kind: Compute) -> float:
+        encoder = load(None, 256, batch, None, Settings().model_cache_dir, compute=kind)
         encoder.embed(sample[:8])  # warm up
+        return round(median_of(3, lambda: len(sample) / timed(lambda: encoder.embed(sample))), 2)
 
-        def rate(e: Any = encoder, texts: list[str] = sample) -> float:
-            return len(texts) / timed(lambda: e.embed(texts))
-
-        sweep[batch] = round(median_of(3, rate), 2)
+    fp32_sweep = {batch: mix_rate(batch, "fp32") for batch in (1, 2, 4, 8)}
+    # int8 runs one text per call whatever the batch size (embedder/model.py says why).
+    sweep = fp32_sweep if compute == "fp32" else {1: mix_rate(1, "int8")}
     best = max(sweep, key=lambda b: sweep[b])
-    encoder = load(None, 256, best, None, Settings().model_cache_dir)
+    encoder = load(None, 256, best, None, Settings().model_cache_dir, compute=compute)
     words = " ".join(f"token{i}" for i in range(400))
     ids = encoder._tokenizer.encode(words, add_special_tokens=False).ids[:200]
     fixed = [encoder._tokenizer.decode(ids)] * 64
     out["batchSweep_mix"] = sweep
+    out["fp32BatchSweep_mix"] = fp32_sweep
     out["batch"] = best
     out["L_fixed200"] = round(median_of(3, lambda: len(fixed) / timed(lambda: encoder.embed(fixed))), 2)
     out["L_mix"] = sweep[best]
+    out["L_mix_vs_fp32"] = round(sweep[best] / max(fp32_sweep.values()), 2)
     out["meanTokens_mix"] = round(statistics.mean(encoder.count_tokens(mix[:128])), 1)
     return out
 
@@ -143,7 +155,7 @@ def measure_service(address: str, mix: list[str], best_batch: int, rounds: int =
     size, the same 64-chunk calls), then the service with 1 and with 4 clients; the ratio is
     taken per round, so a machine that speeds up or slows down mid-run does not skew it."""
     sample = mix[:128]
-    encoder = load(None, 256, best_batch, None, Settings().model_cache_dir)
+    encoder = load(None, 256, best_batch, None, Settings().model_cache_dir, compute=Settings().model_compute)
     encoder.embed(sample[:8])
 
     def in_process() -> float:
@@ -327,7 +339,7 @@ def main() -> None:
     summary, seconds, indexer_rss = run_index(env)
     rate = summary["chunksWritten"] / seconds
     # L side by side: the mean of the model alone just before (step 2) and just after this run.
-    encoder = load(None, 256, limit["batch"], None, Settings().model_cache_dir)
+    encoder = load(None, 256, limit["batch"], None, Settings().model_cache_dir, compute=limit["compute"])
     encoder.embed(mix[:8])
     L_around = (results["service"]["L_sideBySide"] + median_of(3, lambda: in_process_rate(encoder, mix[:128]))) / 2
     results["coldIndex"] = {
@@ -530,7 +542,8 @@ def report() -> None:
     L = results["limit"]["L_mix"]
     rows = [
         ("L fixed 200-token chunks (chunks/s)", results["limit"]["L_fixed200"], ""),
-        ("L corpus mix (chunks/s)", L, f"batch {results['limit']['batch']}"),
+        ("L corpus mix (chunks/s)", L, f"{results['limit']['compute']}, batch {results['limit']['batch']}"),
+        ("  fp32 compute, best batch (× L)", round(1 / results["limit"]["L_mix_vs_fp32"], 2), ""),
         ("service, 1 client (× L)", results["service"]["clients1"]["ratioToL"], "≥ 0.95"),
         ("service, 4 clients (× L)", results["service"]["clients4"]["ratioToL"], "≥ 0.95"),
         (

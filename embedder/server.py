@@ -106,7 +106,7 @@ class EmbedderService(pb_grpc.EmbedderServicer):
             model_id=self.encoder.model_id,
             dimension=self.encoder.dimension,
             max_sequence_length=self.encoder.max_length,
-            quantisation="int8 weights, fp32 compute" if "int8" in self.encoder.model_id else "unknown",
+            quantisation=self.encoder.quantisation,
             runtime=self.encoder.runtime,
             measured_chunks_per_second=self.chunks_per_second,
             interrupted_batches=self.gate.preemptions,
@@ -148,6 +148,7 @@ def main() -> None:
             settings.threads,
             settings.model_cache_dir,
             settings.model_batch_tokens,
+            settings.model_compute,
         )
         service = EmbedderService(encoder, settings.query_grace_ms / 1000)
         service.warm_up()

@@ -18,7 +18,7 @@ def test_healthz_is_open_and_readyz_checks_the_embedder(stack: Stack) -> None:
     with stack.http() as http:
         assert http.get("/healthz").json() == {"status": "ok"}
         ready = http.get("/readyz")
-    assert ready.status_code == 200 and ready.json()["model"] == "all-MiniLM-L6-v2-onnx-int8"
+    assert ready.status_code == 200 and ready.json()["model"] == "all-MiniLM-L6-v2-onnx-int8+int8-matmul"
 
 
 def test_openapi_docs_are_served(stack: Stack) -> None:
@@ -89,18 +89,19 @@ def test_vectors_of_another_model_are_refused(stack: Stack, tmp_path) -> None:  
             }  # fmt: skip
             return http.post("/v1/folders/mm/batches", json=body)
 
-        assert batch("all-MiniLM-L6-v2-onnx-int8").status_code == 200
+        assert batch("all-MiniLM-L6-v2-onnx-int8+int8-matmul").status_code == 200
         refused = batch("some-other-model")
         wrong_count = http.post(
             "/v1/folders/mm/batches",
-            json={"modelId": "all-MiniLM-L6-v2-onnx-int8", "dimension": 384, "upserts": [
+            json={"modelId": "all-MiniLM-L6-v2-onnx-int8+int8-matmul", "dimension": 384, "upserts": [
                 {"path": "a.txt", "mtimeNs": 1, "size": 5, "sha256": "z",
                  "chunks": [{"startLine": 1, "endLine": 1, "text": "a"}, {"startLine": 1, "endLine": 1, "text": "b"}],
                  "vectors": vec}]},
         )  # fmt: skip
         http.delete("/v1/folders/mm")
     assert refused.status_code == 409
-    assert "all-MiniLM-L6-v2-onnx-int8" in refused.json()["detail"] and "some-other-model" in refused.json()["detail"]
+    detail = refused.json()["detail"]
+    assert "all-MiniLM-L6-v2-onnx-int8+int8-matmul" in detail and "some-other-model" in detail
     assert wrong_count.status_code == 400 and "expected 768" in wrong_count.json()["detail"]
 
 

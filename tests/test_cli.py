@@ -51,7 +51,7 @@ def test_serve_starts_both_services_and_stops_on_sigint(tmp_path: Path) -> None:
                 break
             time.sleep(0.5)
         assert status is not None and status.returncode == 0, status.stderr if status else "no status"
-        assert "all-MiniLM-L6-v2-onnx-int8" in status.stdout
+        assert "all-MiniLM-L6-v2-onnx-int8+int8-matmul" in status.stdout
         assert "indexes   vectors: flat, no BM25 index yet" in status.stdout  # nothing indexed yet
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 0

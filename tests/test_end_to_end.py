@@ -136,7 +136,7 @@ def test_status_reports_ready_stack(stack: Stack, corpus: Path) -> None:
     result = stack.cli("status", "--json")
     status = json.loads(result.stdout)
     assert status["embedder"]["ready"] is True
-    assert status["embedder"]["modelId"] == "all-MiniLM-L6-v2-onnx-int8"
+    assert status["embedder"]["modelId"] == "all-MiniLM-L6-v2-onnx-int8+int8-matmul"
     assert status["chunks"] > 0
 
 

@@ -224,13 +224,13 @@ def test_an_embedder_with_another_model_is_refused(stack: Stack, corpus: Path, t
         refused = httpx.post(f"{env['SEMSEARCH_URL']}/v1/search", json={"query": "token"})
         assert refused.status_code == 409
         detail = refused.json()["detail"]
-        assert "all-MiniLM-L6-v2-onnx-int8" in detail and "some-other-model" in detail
+        assert "all-MiniLM-L6-v2-onnx-int8+int8-matmul" in detail and "some-other-model" in detail
         assert "semsearch index --rebuild" in detail
         rebuilt = subprocess.run([SEMSEARCH, "index", "--rebuild"], env=env, capture_output=True, text=True)
         assert rebuilt.returncode == 0, rebuilt.stderr
         assert json.loads(rebuilt.stdout.strip().splitlines()[-1])["filesProcessed"] == len(FILES)
         after = httpx.post(f"{env['SEMSEARCH_URL']}/v1/search", json={"query": "periscope", "folder": "small"})
-        assert after.status_code == 200 and after.json()["modelId"] == "some-other-model"
+        assert after.status_code == 200 and after.json()["modelId"] == "some-other-model+int8-matmul"
     finally:
         api.stop()
         embedder.stop()
