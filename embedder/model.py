@@ -284,7 +284,7 @@ def build_prepared(onnx: Path, target: Path, compute: Compute) -> None:
 
     The packaged model stores int8 weights that onnxruntime expands to fp32 when it loads them,
     so every MatMul runs in fp32. Re-quantising those weights per channel gives back int8
-    weights, and onnxruntime quantises each call's activations on the fly: 1.6x the chunks/s,
+    weights, and onnxruntime quantises each call's activations on the fly: 1.45-1.6x the chunks/s,
     a 12-token query in 3.7 instead of 6.2 ms, vectors within cosine 0.99 of fp32 (make bench,
     make eval). "fp32" keeps the expanded graph: the reference numerics.
     """

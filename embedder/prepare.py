@@ -32,7 +32,7 @@ def main() -> None:
     except (ModelError, OSError) as exc:
         sys.exit(f"semsearch embedder: cannot prepare the model: {exc}")
     except Exception as exc:  # onnxruntime and onnx raise their own types for a bad graph
-        sys.exit(f"semsearch embedder: cannot prepare the model {onnx}: {exc}")
+        sys.exit(f"semsearch embedder: cannot prepare the model: {type(exc).__name__}: {exc}")
     print(target)
 
 

@@ -89,7 +89,7 @@ class Settings(BaseSettings):
     threads: int | None = Field(None, description="onnxruntime intra-op threads; default = CPUs in our quota.")
     model_compute: Compute = Field(
         "int8",
-        description="int8: the MatMuls run on int8 weights and activations, 1.6x the chunks/s and queries "
+        description="int8: the MatMuls run on int8 weights and activations, 1.45-1.6x the chunks/s and queries "
         "in 3.7 vs 6.2 ms, same retrieval quality (make eval); fp32: the reference numerics. Changing it "
         "needs `semsearch index --rebuild` (vectors differ slightly).",
     )
