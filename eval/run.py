@@ -29,6 +29,7 @@ from rich.table import Table
 
 from api.fusion import lexical_balance, rrf
 from eval.datasets import BUILDERS, HERE, SHARED, Dataset
+from semsearch.config import Settings
 from semsearch.processes import Service, start_api, start_embedder
 
 MODES = ("vector", "lexical", "hybrid")
@@ -183,7 +184,8 @@ def main() -> None:
     try:
         for name in args.datasets.split(","):
             data = BUILDERS[name](args.work)
-            data_dir = args.work / "data" / name
+            # One index per compute type: the API refuses vectors of the other one (their model ids differ).
+            data_dir = args.work / "data" / Settings().model_compute / name
             console.print(f"[bold]{name}[/]: indexing {data.folder}")
             service, env = start_api(data_dir, addr)
             try:
