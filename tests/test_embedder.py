@@ -210,3 +210,24 @@ def test_model_batches_are_capped_by_texts_and_by_padded_tokens() -> None:
     assert [len(b) for b in batches][:1] == [4] and len(batches[-1]) == 1  # short texts share, 256 tokens do not
     unbounded = load(None, 256, 4, None, batch_tokens=1 << 20, compute="fp32").embed(texts)[0]
     assert np.allclose(encoder.embed(texts)[0], unbounded, atol=1e-5)
+
+
+def test_fp32_compute_is_served_under_the_packaged_model_id(tmp_path: Path, embedder: EmbedderClient) -> None:
+    """SEMSEARCH_MODEL_COMPUTE=fp32 through the real service: the old id (so indexes built before
+    int8 compute stay usable), its own quantisation label, and the fp32 graph's exact vectors."""
+    from embedder.model import load
+    from semsearch.processes import start_embedder
+
+    texts = ["def parse_config(path): return toml.load(path)", "The mitochondria is the powerhouse of the cell."]
+    service, address = start_embedder(
+        tmp_path / "embedder.log", SEMSEARCH_MODEL_COMPUTE="fp32", SEMSEARCH_MODEL_CACHE_DIR=str(tmp_path / "cache")
+    )
+    try:
+        fp32 = EmbedderClient(address)
+        info, vectors = fp32.info(), fp32.embed(texts)
+        fp32.close()
+    finally:
+        service.stop()
+    assert info.model_id == "all-MiniLM-L6-v2-onnx-int8" != embedder.info().model_id
+    assert info.quantisation == "int8 weights, fp32 compute"
+    assert np.array_equal(vectors, load(None, 256, 4, None, compute="fp32").embed(texts)[0])
