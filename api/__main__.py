@@ -8,21 +8,26 @@ import sys
 import uvicorn
 
 from api.app import create_app
-from api.auth import is_loopback
-from semsearch.config import Settings
+from semsearch.config import load_settings
 from semsearch.malloc import limit_arenas
+from semsearch.security import is_loopback
 
 
 def main() -> None:
-    settings = Settings()
+    settings = load_settings("semsearch api")
     limit_arenas(settings.malloc_arenas)  # before LanceDB and uvicorn start their threads
     if not is_loopback(settings.host) and settings.token is None:
         sys.exit(
             f"semsearch api: refusing to listen on {settings.host} without a token; "
             "set SEMSEARCH_TOKEN (or bind to 127.0.0.1)"
         )
+    # The index holds the corpus's text: only this user may read it (files 0600, directories 0700).
+    os.umask(0o077)
     try:
         settings.index_dir.mkdir(parents=True, exist_ok=True)
+        for directory in (settings.data_dir, settings.index_dir):
+            if directory.stat().st_uid == os.getuid():
+                directory.chmod(0o700)
     except OSError as exc:
         sys.exit(f"semsearch api: cannot create the data directory {settings.data_dir}: {exc.strerror}")
     if not os.access(settings.index_dir, os.W_OK):

@@ -10,9 +10,9 @@ from fastapi.responses import JSONResponse
 
 from api.files import Refused
 from api.filters import BadGlob
-from api.folders import FolderError
+from api.folders import FolderError, FolderNotFound
 from api.grep import BadPattern
-from api.runs import LeaseConflict, RunNotFound
+from api.runs import LeaseConflict, QueueFull, RunCancelled, RunNotFound
 from api.store import InvalidBatch, ModelMismatch
 from embedder.client import EmbedderError
 
@@ -34,6 +34,10 @@ DOMAIN_ERRORS: dict[type[Exception], tuple[int, str]] = {
     ModelMismatch: (409, "Model mismatch"),
     LeaseConflict: (409, "Folder busy"),
     RunNotFound: (404, "Not found"),
+    RunCancelled: (409, "Run cancelled"),
+    QueueFull: (429, "Too many queued runs"),
+    FolderNotFound: (404, "No such folder"),
+    FolderError: (400, "Folder refused"),
     Refused: (403, "Refused"),
     BadPattern: (400, "Invalid pattern"),
     BadGlob: (400, "Invalid glob"),
@@ -50,11 +54,6 @@ def _domain_handler(status: int, title: str):  # type: ignore[no-untyped-def]
 
 
 def install(app: FastAPI) -> None:
-    @app.exception_handler(FolderError)
-    async def folder_error(request: Request, exc: FolderError) -> JSONResponse:
-        missing = "no folder" in str(exc)
-        return problem(404 if missing else 400, "Folder", str(exc))
-
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
         return problem(exc.status_code, _title(exc.status_code), str(exc.detail), dict(exc.headers or {}))

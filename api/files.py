@@ -14,7 +14,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from api.folders import FolderRegistry, RegisteredFolder
+from api.folders import FolderRegistry, RegisteredFolder, inside
 from indexer.discovery import FileList
 from indexer.secrets import redact
 from semsearch.config import Settings
@@ -34,18 +34,19 @@ class OpenedFile:
     lines: list[str]
 
 
-def _inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
-
-
 def locate(path: str, folders: FolderRegistry) -> tuple[RegisteredFolder, str]:
     """The registered folder containing `path` (after resolving symlinks) and the relative path."""
     if "\x00" in path or not os.path.isabs(path):
         raise Refused(f"{path!r} is not an absolute path; use a filePath from search results (see list_folders)")
-    real = os.path.realpath(path)
-    for folder in folders.all():
-        root = os.path.realpath(folder.path)
-        if _inside(real, root) and real != root:
+    try:
+        real = os.path.realpath(path, strict=False)
+        roots = [(folder, os.path.realpath(folder.path)) for folder in folders.all()]
+    except OSError as exc:  # a name too long, a symlink loop or a directory swapped while resolving
+        raise Refused(
+            f"{path!r} cannot be resolved ({exc.strerror or exc}); use a filePath from search results"
+        ) from exc
+    for folder, root in roots:
+        if inside(real, root) and real != root:
             return folder, os.path.relpath(real, root).replace(os.sep, "/")
     raise Refused(f"{path} is outside the indexed folders; call list_folders to see which folders can be read")
 
@@ -57,16 +58,20 @@ def read(path: str, folders: FolderRegistry, settings: Settings) -> OpenedFile:
     if not verdict.included:
         raise Refused(f"{folder.name}/{rel} is not indexed ({verdict.rule}: {verdict.detail}), so it cannot be read")
     try:
-        fd = os.open(os.path.join(root, rel), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        # O_NONBLOCK: opening a FIFO swapped in for the file must not wait for a writer.
+        fd = os.open(os.path.join(root, rel), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as exc:
         raise Refused(f"{folder.name}/{rel} cannot be opened: {exc.strerror}") from exc
     with os.fdopen(fd, "rb") as f:
         opened = os.readlink(f"/proc/self/fd/{f.fileno()}")
-        if not _inside(opened, root):  # a directory on the way was swapped for a symlink
+        if not inside(opened, root):  # a directory on the way was swapped for a symlink
             raise Refused(f"{path} resolved outside the indexed folders while it was opened; refused")
         if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
             raise Refused(f"{folder.name}/{rel} is not a regular file")
-        data = f.read(MAX_READ_BYTES + 1)
+        try:
+            data = f.read(MAX_READ_BYTES + 1)
+        except OSError as exc:
+            raise Refused(f"{folder.name}/{rel} cannot be read: {exc.strerror}") from exc
     if len(data) > MAX_READ_BYTES:
         raise Refused(f"{folder.name}/{rel} is larger than {MAX_READ_BYTES:,} bytes; read it with a line range")
     text = data.decode("utf-8", errors="replace")

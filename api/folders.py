@@ -4,13 +4,36 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+# Trees that hold the system, devices or other programs' state, never a corpus: refused even
+# with --allow-outside-root (after resolving symlinks, so /var/run is /run).
+SYSTEM_TREES = (
+    "/proc", "/sys", "/dev", "/etc", "/boot", "/run", "/var/lib", "/var/log", "/var/run", "/var/cache",
+    "/var/spool", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/snap", "/lost+found",
+)  # fmt: skip
+
 
 class FolderError(ValueError):
-    """A folder cannot be added or found; the message says why and what to do."""
+    """A folder cannot be added; the message says why and what to do."""
+
+
+class FolderNotFound(FolderError):
+    """No folder has that name."""
+
+
+def inside(path: str, root: str) -> bool:
+    """`path` is `root` or below it (both already resolved)."""
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def default_name(path: str) -> str:
+    """A folder name from a directory's basename, in the alphabet names allow."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", os.path.basename(path)).strip("-")[:64]
+    return name if name and name not in (".", "..") else "folder"
 
 
 @dataclass(frozen=True)
@@ -20,8 +43,11 @@ class RegisteredFolder:
 
 
 class FolderRegistry:
-    def __init__(self, file: Path) -> None:
+    def __init__(self, file: Path, corpus_root: Path, protected: list[Path]) -> None:
+        """`protected`: directories of semsearch's own (data, cache) that no folder may overlap."""
         self._file = file
+        self._root = os.path.realpath(corpus_root)
+        self._protected = [os.path.realpath(p) for p in protected]
         self._lock = threading.Lock()
         self._folders: list[RegisteredFolder] = []
         if file.exists():
@@ -34,10 +60,10 @@ class FolderRegistry:
         for folder in self._folders:
             if folder.name == name:
                 return folder
-        raise FolderError(f"no folder named {name!r}; `semsearch list` shows the registered ones")
+        raise FolderNotFound(f"no folder named {name!r}; `semsearch list` shows the registered ones")
 
-    def add(self, path: str, name: str | None = None) -> RegisteredFolder:
-        if not os.path.isabs(path):
+    def add(self, path: str, name: str | None = None, allow_outside_root: bool = False) -> RegisteredFolder:
+        if "\x00" in path or not os.path.isabs(path):
             raise FolderError(f"{path!r} is not an absolute path; send the folder's absolute path")
         path = os.path.normpath(path)
         if not os.path.isdir(path):
@@ -45,12 +71,25 @@ class FolderRegistry:
                 f"{path} is not a directory the API can see; check the path (in Docker, the corpus "
                 "root must be mounted into the api container at the same absolute path)"
             )
-        name = name or os.path.basename(path) or "root"
         real = os.path.realpath(path)
+        self._check_place(path, real, allow_outside_root)
+        name = name or default_name(path)
         with self._lock:
             for folder in self._folders:
-                if os.path.realpath(folder.path) == real:
+                other = os.path.realpath(folder.path)
+                if other == real:
                     raise FolderError(f"{path} is already registered as {folder.name!r} ({folder.path})")
+                if inside(real, other):
+                    sub = os.path.relpath(real, other).replace(os.sep, "/")
+                    raise FolderError(
+                        f"{path} is inside the registered folder {folder.name!r} ({folder.path}) and is indexed "
+                        f"with its rules; search it with `--folder {folder.name} --glob '{sub}/**'`"
+                    )
+                if inside(other, real):
+                    raise FolderError(
+                        f"{path} contains the registered folder {folder.name!r} ({folder.path}); remove that "
+                        f"one first (`semsearch remove {folder.name}`), then add {path}"
+                    )
                 if folder.name == name:
                     raise FolderError(
                         f"a folder named {name!r} is already registered ({folder.path}); choose another with --name"
@@ -58,6 +97,27 @@ class FolderRegistry:
             added = RegisteredFolder(name=name, path=path)
             self._save([*self._folders, added])
             return added
+
+    def _check_place(self, path: str, real: str, allow_outside_root: bool) -> None:
+        """Refuses the file system's root, system trees, semsearch's own state and, unless allowed,
+        anything outside the corpus root."""
+        shown = path if path == real else f"{path} (= {real})"
+        if real == os.sep:
+            raise FolderError("the file system root cannot be a folder; register the directories you want searched")
+        for tree in SYSTEM_TREES:
+            if inside(real, tree):
+                raise FolderError(f"{shown} is inside {tree}, a system directory; it cannot be registered")
+        for own in self._protected:
+            if inside(real, own) or inside(own, real):
+                raise FolderError(
+                    f"{shown} overlaps semsearch's own data or cache directory ({own}); register a folder that "
+                    "does not contain it"
+                )
+        if not allow_outside_root and not inside(real, self._root):
+            raise FolderError(
+                f"{shown} is outside the corpus root {self._root} (SEMSEARCH_CORPUS_ROOT); pass "
+                "--allow-outside-root (REST: allowOutsideRoot) if you mean it, or change the corpus root"
+            )
 
     def remove(self, name: str) -> RegisteredFolder:
         with self._lock:

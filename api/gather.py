@@ -9,14 +9,13 @@ is spent, and the block says how many were left out.
 
 from __future__ import annotations
 
-import re
-
 from api import files, retrieval
 from api.folders import FolderRegistry
 from api.store import Store
 from embedder.client import EmbedderClient
 from semsearch.config import Settings
 from semsearch.schemas import GatherRequest, GatherResponse, Hit, SearchRequest
+from semsearch.text import fence_for, one_line
 
 FENCE_LANGUAGES = {
     "py": "python", "js": "javascript", "ts": "typescript", "tsx": "tsx", "kt": "kotlin", "dart": "dart",
@@ -25,16 +24,14 @@ FENCE_LANGUAGES = {
 }  # fmt: skip
 
 
-def fence_for(text: str) -> str:
-    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
-    return "`" * max(3, longest + 1)
-
-
 def block(number: int, total: int, hit: Hit, text: str, first_line: int) -> str:
+    """One hit: a one-line header, then the text in a fence. Every name in the header comes from
+    the corpus (file names, headings), so each is escaped onto that one line: no file can print a
+    header, or any line, outside the fences."""
     where = f"page {hit.page}, line {first_line}" if hit.page else f"line {first_line}"
-    header = f"### [{number}/{total}]  {hit.folder}  ·  {hit.rel_path}  ·  {where}  ·  {hit.label}"
+    header = f"### [{number}/{total}]  {one_line(hit.folder)}  ·  {one_line(hit.rel_path)}  ·  {where}  ·  {hit.label}"
     if hit.heading:
-        header += f"\n{hit.heading}"
+        header += f"  ·  § {one_line(hit.heading)}"
     fence = fence_for(text)
     language = FENCE_LANGUAGES.get(hit.rel_path.rpartition(".")[2].lower(), "")
     return f"{header}\n{fence}{language}\n{text}\n{fence}\n"

@@ -13,7 +13,7 @@ from pathlib import Path
 import re2
 
 from api.filters import glob_matcher
-from api.folders import FolderError, FolderRegistry
+from api.folders import FolderNotFound, FolderRegistry
 from indexer.discovery import FileList, size_limit
 from indexer.extract import Unindexable, extract
 from semsearch.config import Settings
@@ -44,7 +44,7 @@ def grep(request: GrepRequest, folders: FolderRegistry, settings: Settings) -> G
     registered = folders.all()
     unknown = sorted(set(request.folder or []) - {f.name for f in registered})
     if unknown:
-        raise FolderError(f"no folder named {unknown[0]!r}; `semsearch list` shows the registered ones")
+        raise FolderNotFound(f"no folder named {unknown[0]!r}; `semsearch list` shows the registered ones")
     wanted = glob_matcher(request.file_glob) if request.file_glob else None
     deadline = time.monotonic() + TIME_BUDGET_S
     matches: list[GrepMatch] = []

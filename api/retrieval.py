@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from api import filters
-from api.folders import FolderError, FolderRegistry
+from api.folders import FolderNotFound, FolderRegistry
 from api.fusion import abstain_message, is_exact, label, lexical_balance, lifecycle_label, passes, rrf
 from api.lexical import identifiers_in, query_terms
 from api.store import ModelMismatch, Store
@@ -57,7 +57,7 @@ def search(
     registered = {f.name: f.path for f in folders.all()}
     unknown = sorted(set(request.folder or []) - set(registered))
     if unknown:
-        raise FolderError(f"no folder named {unknown[0]!r}; `semsearch list` shows the registered ones")
+        raise FolderNotFound(f"no folder named {unknown[0]!r}; `semsearch list` shows the registered ones")
     wanted = [name for name in registered if not request.folder or name in request.folder]
     in_globs = filters.glob_matcher(request.path_glob) if request.path_glob else None
     clauses = filters.build(request, wanted, settings, store.facts)

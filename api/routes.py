@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse, Response
 from api import files, gather, grep, retrieval
 from api.auth import require_token
 from api.folders import FolderRegistry
-from api.runs import Leases, Runs
+from api.runs import FINISHED, Leases, Runs
 from api.store import ANN_KIND, Store
 from embedder.client import EmbedderClient, EmbedderError
 from semsearch import __version__
@@ -88,7 +88,7 @@ v1 = APIRouter(prefix="/v1", dependencies=[Depends(require_token)])
 
 
 @health.get("/healthz")
-def healthz() -> dict[str, str]:
+async def healthz() -> dict[str, str]:
     """Alive: the process answers. No auth, so orchestrators can probe it."""
     return {"status": "ok"}
 
@@ -129,7 +129,7 @@ def list_folders(folders: FoldersDep, store: StoreDep) -> list[Folder]:
 @v1.post("/folders", status_code=status.HTTP_201_CREATED)
 def add_folder(body: FolderIn, folders: FoldersDep) -> Folder:
     """Register a directory (absolute path as the API sees it). Run an index afterwards."""
-    added = folders.add(body.path, body.name)
+    added = folders.add(body.path, body.name, body.allow_outside_root)
     return Folder(name=added.name, path=added.path)
 
 
@@ -193,13 +193,28 @@ def list_runs(runs: RunsDep) -> list[Run]:
 
 
 @v1.get("/runs/{run_id}")
-def get_run(
+async def get_run(
     run_id: str,
+    request: Request,
     runs: RunsDep,
     wait: Annotated[float, Query(ge=0, le=60, description="Seconds to wait for the end.")] = 0,
 ) -> Run:
-    """A run's state, progress and summary; `?wait=N` waits up to N seconds for it to finish."""
-    return runs.wait(run_id, wait) if wait else runs.get(run_id)
+    """A run's state, progress and summary; `?wait=N` waits up to N seconds for it to finish.
+
+    Async, so a waiting client holds no worker thread: many long polls cannot starve the
+    endpoints that need one."""
+    deadline = time.monotonic() + wait
+    while True:
+        run = runs.get(run_id)
+        if run.state in FINISHED or time.monotonic() >= deadline or await request.is_disconnected():
+            return run
+        await asyncio.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+
+
+@v1.delete("/runs/{run_id}")
+def cancel_run(run_id: str, runs: RunsDep) -> Run:
+    """Cancel a run: a queued one at once, a running one when its worker next reports progress."""
+    return runs.cancel(run_id)
 
 
 @v1.post("/runs/claim", response_model=Run, responses={204: {"description": "Nothing queued."}})

@@ -19,6 +19,8 @@ from datetime import UTC, datetime, timedelta
 from semsearch.schemas import Lease, Run, RunFinish, RunProgress, RunRequest
 
 KEEP_RUNS = 200  # finished runs remembered for `index_status`
+MAX_QUEUED = 64  # distinct queued runs; identical requests share one, so only odd scripts reach this
+FINISHED = ("done", "failed", "cancelled")
 
 
 class LeaseConflict(Exception):
@@ -27,6 +29,14 @@ class LeaseConflict(Exception):
 
 class RunNotFound(KeyError):
     pass
+
+
+class QueueFull(Exception):
+    """Too many distinct runs are queued."""
+
+
+class RunCancelled(Exception):
+    """The run was cancelled; its worker should stop."""
 
 
 def now() -> datetime:
@@ -78,8 +88,18 @@ class Runs:
         self._runs: OrderedDict[str, Run] = OrderedDict()
 
     def request(self, request: RunRequest) -> Run:
-        run = Run(id=uuid.uuid4().hex[:12], state="queued", request=request, created_at=now())
+        """A new queued run, or the queued run that asks for the same thing (it will see today's files too)."""
         with self._cond:
+            queued = [r for r in self._runs.values() if r.state == "queued"]
+            for existing in queued:
+                if existing.request == request:
+                    return existing
+            if len(queued) >= MAX_QUEUED:
+                raise QueueFull(
+                    f"{len(queued)} index runs are already queued; wait for them (GET /v1/runs) or cancel some "
+                    "(DELETE /v1/runs/ID)"
+                )
+            run = Run(id=uuid.uuid4().hex[:12], state="queued", request=request, created_at=now())
             self._runs[run.id] = run
             self._trim()
             self._cond.notify_all()
@@ -107,29 +127,33 @@ class Runs:
     def progress(self, run_id: str, progress: RunProgress) -> Run:
         with self._cond:
             run = self.get(run_id)
+            if run.cancel_requested:
+                raise RunCancelled(f"index run {run_id} was cancelled; stop it")
             run.progress = progress
             return run
 
     def finish(self, run_id: str, result: RunFinish) -> Run:
         with self._cond:
             run = self.get(run_id)
-            run.state = "failed" if result.error else "done"
+            if run.state == "cancelled":
+                return run
+            run.state = "cancelled" if run.cancel_requested else "failed" if result.error else "done"
             run.summary, run.error, run.finished_at = result.summary, result.error, now()
             self._cond.notify_all()
             return run
 
-    def wait(self, run_id: str, timeout_s: float) -> Run:
-        """Blocks until the run is finished or the timeout passes; returns it either way."""
-        deadline = now() + timedelta(seconds=timeout_s)
+    def cancel(self, run_id: str) -> Run:
+        """A queued run is cancelled at once; a running one when its worker next reports progress."""
         with self._cond:
-            while True:
-                run = self.get(run_id)
-                remaining = (deadline - now()).total_seconds()
-                if run.state in ("done", "failed") or remaining <= 0:
-                    return run
-                self._cond.wait(remaining)
+            run = self.get(run_id)
+            if run.state == "queued":
+                run.state, run.finished_at = "cancelled", now()
+            elif run.state == "running":
+                run.cancel_requested = True
+            self._cond.notify_all()
+            return run
 
     def _trim(self) -> None:
-        finished = [r.id for r in self._runs.values() if r.state in ("done", "failed")]
+        finished = [r.id for r in self._runs.values() if r.state in FINISHED]
         for run_id in finished[: max(0, len(self._runs) - KEEP_RUNS)]:
             del self._runs[run_id]

@@ -20,7 +20,7 @@ from embedder.model import Encoder, Interrupted, ModelError, load
 from embedder.scheduler import PriorityGate
 from proto import embedder_pb2 as pb
 from proto import embedder_pb2_grpc as pb_grpc
-from semsearch.config import Settings
+from semsearch.config import load_settings
 from semsearch.malloc import limit_arenas
 
 log = logging.getLogger("semsearch.embedder")
@@ -136,7 +136,7 @@ def build_server(service: EmbedderService, address: str) -> grpc.Server:
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s embedder %(levelname)s %(message)s")
-    settings = Settings()
+    settings = load_settings("semsearch embedder")
     limit_arenas(settings.malloc_arenas)  # before gRPC's and onnxruntime's threads start
     address = f"{settings.embedder_host}:{settings.embedder_port}"
     started = time.perf_counter()

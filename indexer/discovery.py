@@ -14,6 +14,7 @@ Everything under a folder, recursively, with no allow-list of extensions, except
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import os
 import stat
@@ -61,9 +62,18 @@ BINARY_EXTENSIONS = frozenset(
 SECRET_NAMES = (
     ".env", ".env.*", "*.env", ".envrc", "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", "*.pem", "*.key",
     "*.p8", "*.kdbx", "credentials.json", "credentials", ".netrc", ".pgpass", ".npmrc", ".pypirc",
-    "*.tfstate", "*.tfstate.*", "secrets.y*ml", "service-account*.json",
+    "*.tfstate", "*.tfstate.*", "secrets.y*ml", "service-account*.json", ".git-credentials", ".htpasswd",
+    "*.tfvars", "*.auto.tfvars.json", "*_history", ".history", "kubeconfig", "*.kubeconfig", ".vault-token",
+)  # fmt: skip
+# …and by where they live: tools that keep credentials in a fixed file of a fixed directory.
+SECRET_PATHS = (
+    ".kube/config", ".docker/config.json", ".ssh/*", ".gnupg/*", ".aws/credentials", ".azure/*", ".config/gcloud/*",
+    ".config/gh/hosts.yml",
 )  # fmt: skip
 SECRET_ALLOWED = ("*.example", "*.sample", "*.template", "*.dist")
+# Version-control internals hold credentials (`.git/config` remote URLs) and object stores: a path
+# with one of these components is never listed, read or indexed, whatever else the rules say.
+VCS_DIRS = frozenset({".git", ".hg", ".svn"})
 
 # Formats whose size says little about their text; they get their own, larger limit.
 DOCUMENT_EXTENSIONS = frozenset({"pdf", "docx"})
@@ -80,7 +90,9 @@ class Verdict:
 
     path: str  # relative to the folder, / separators
     included: bool
-    rule: str  # included | git-ignored | indexignore | secret | binary | too-large | symlink | skipped-dir | missing
+    # included | git-ignored | indexignore | secret | binary | too-large | symlink | skipped-dir
+    # | vcs-internal | missing
+    rule: str
     detail: str = ""
 
 
@@ -114,6 +126,26 @@ def is_secret_name(name: str) -> bool:
     if any(fnmatch.fnmatch(name, p) for p in SECRET_ALLOWED):
         return False
     return any(fnmatch.fnmatch(name, p) for p in SECRET_NAMES)
+
+
+def is_secret_path(rel: str) -> bool:
+    """A credentials file by its name, or by the directory a tool keeps it in (`.kube/config`)."""
+    name = rel.rpartition("/")[2]
+    if is_secret_name(name):
+        return True
+    if any(fnmatch.fnmatch(name, p) for p in SECRET_ALLOWED):
+        return False
+    parts = rel.split("/")
+    for pattern in SECRET_PATHS:
+        depth = pattern.count("/") + 1
+        if len(parts) >= depth and fnmatch.fnmatch("/".join(parts[-depth:]), pattern):
+            return True
+    return False
+
+
+def vcs_internal(rel: str) -> str | None:
+    """The version-control directory `rel` is inside (or is), if any."""
+    return next((part for part in rel.split("/") if part in VCS_DIRS), None)
 
 
 def size_limit(name: str, max_file_size: int, max_document_size: int) -> int:
@@ -235,10 +267,15 @@ class FileList:
 
     def judge(self, rel: str) -> Verdict:
         """The verdict for a candidate (a path git or the walk listed)."""
+        vcs = vcs_internal(rel)
+        if vcs is not None:
+            return Verdict(rel, False, "vcs-internal", f"inside {vcs}/: version-control internals are never read")
         path = self.root / rel
         try:
             st = os.lstat(path)
-        except OSError:
+        except OSError as exc:
+            if exc.errno == errno.ENAMETOOLONG:
+                return Verdict(rel, False, "missing", "the path is longer than the file system allows")
             return Verdict(rel, False, "missing", "not on disk")
         if stat.S_ISLNK(st.st_mode):
             return Verdict(rel, False, "symlink", "symlinks are never followed")
@@ -248,7 +285,7 @@ class FileList:
         match = self._ignore_match(rel)
         if match and match[0]:
             return Verdict(rel, False, "indexignore", match[1])
-        if is_secret_name(name):
+        if is_secret_path(rel):
             return Verdict(rel, False, "secret", f"{name!r} looks like a credentials file")
         if is_binary_name(name):
             return Verdict(rel, False, "binary", f"binary by extension (.{name.rpartition('.')[2]})")
@@ -270,6 +307,15 @@ class FileList:
     def explain(self, rel: str) -> Verdict:
         """Why `rel` is or is not in `files()`, naming the rule that decided."""
         rel = rel.strip("/")
+        vcs = vcs_internal(rel)
+        if vcs is not None:
+            return Verdict(rel, False, "vcs-internal", f"inside {vcs}/: version-control internals are never read")
+        try:
+            return self._explain(rel)
+        except OSError as exc:  # a name too long for the file system, a directory that vanished, …
+            return Verdict(rel, False, "missing", f"cannot be looked up: {exc.strerror or exc}")
+
+    def _explain(self, rel: str) -> Verdict:
         parts = rel.split("/")
         for depth in range(1, len(parts)):
             prefix = "/".join(parts[:depth])

@@ -51,7 +51,8 @@ def read_bytes(path: Path, max_bytes: int) -> tuple[bytes, os.stat_result]:
     """Opens once and checks the open descriptor, so a file swapped for a symlink or grown
     after listing cannot slip past the checks."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        # O_NONBLOCK: a FIFO swapped in for the file must not block the open until a writer comes.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         reason = "symlink" if exc.errno == 40 else "unreadable"  # ELOOP: it became a symlink
         raise Unindexable(reason, f"{path}: {exc.strerror}") from exc

@@ -18,7 +18,7 @@ from indexer.extract import Unindexable, extract
 from indexer.progress import Reporter
 from indexer.run import Indexer, Summary
 from semsearch.client import ApiClient, ApiError
-from semsearch.config import Settings
+from semsearch.config import Settings, load_settings
 from semsearch.schemas import Folder
 
 
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--watch", action="store_true", help="after the pass, follow changes until stopped")
     parser.add_argument("--worker", action="store_true", help="run index requests from the API until stopped")
     args = parser.parse_args(argv)
-    settings = Settings()
+    settings = load_settings("semsearch indexer")
     if not (args.watch or args.worker):
         sys.exit(
             run_index(settings, args.path, args.force, args.max_files, args.dry_run, args.verbose, args.concurrency)

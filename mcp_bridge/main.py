@@ -7,7 +7,6 @@ token required for anything else, and Host/Origin checked against DNS rebinding.
 from __future__ import annotations
 
 import argparse
-import hmac
 import sys
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -15,9 +14,9 @@ from typing import Any
 import uvicorn
 from mcp.server.transport_security import TransportSecuritySettings
 
-from api.auth import is_loopback
 from mcp_bridge.server import build_server
-from semsearch.config import Settings
+from semsearch.config import Settings, load_settings
+from semsearch.security import bearer_matches, is_loopback
 
 Scope = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Callable[..., Awaitable[Any]], Callable[..., Awaitable[Any]]], Awaitable[None]]
@@ -28,13 +27,12 @@ class BearerToken:
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self.app = app
-        self.token = token.encode()
+        self.token = token
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             header = dict(scope["headers"]).get(b"authorization", b"")
-            scheme, _, given = header.partition(b" ")
-            if scheme.lower() != b"bearer" or not hmac.compare_digest(given, self.token):
+            if not bearer_matches(header, self.token):
                 body = b'{"error": "missing or wrong bearer token; send Authorization: Bearer $SEMSEARCH_MCP_TOKEN"}'
                 await send(
                     {
@@ -56,7 +54,12 @@ def http_app(settings: Settings, host: str, port: int) -> ASGIApp:
         allowed_hosts=sorted(hosts),
         allowed_origins=sorted({f"http://{h}" for h in hosts}),
     )
-    app: ASGIApp = server.streamable_http_app(transport_security=security, host=host)
+    app: ASGIApp = server.streamable_http_app(
+        transport_security=security,
+        host=host,
+        session_idle_timeout=settings.mcp_session_idle_s,
+        max_sessions=settings.mcp_max_sessions,
+    )
     token = settings.mcp_token or settings.token
     if token is not None:
         app = BearerToken(app, token.get_secret_value())
@@ -69,7 +72,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default=None, help="HTTP bind address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=None, help="HTTP port (default 8767)")
     args = parser.parse_args(argv)
-    settings = Settings()
+    settings = load_settings("semsearch mcp")
     if not args.http:
         build_server(settings).run("stdio")
         return

@@ -22,10 +22,15 @@ from rich.text import Text
 from mcp_bridge.project import ProjectConfig
 from semsearch import __version__
 from semsearch.client import ApiClient, ApiError
-from semsearch.config import Settings
+from semsearch.config import Settings, setting_problems
 from semsearch.schemas import GatherRequest, GrepRequest, SearchRequest
 
 F = TypeVar("F", bound=Callable[..., Any])
+# `semsearch serve` restarts a service that dies: after 1, 2, 4 … s (at most this), and gives up when
+# it dies this many times in a row, each within SERVE_HEALTHY_S of starting (it cannot start at all).
+SERVE_MAX_BACKOFF_S = 30.0
+SERVE_MAX_QUICK_FAILURES = 5
+SERVE_HEALTHY_S = 30.0
 # Piped output (scripts, logs) gets a wide table instead of wrapping paths at 80 columns.
 console = Console(width=None if sys.stdout.isatty() else 160)
 
@@ -44,7 +49,22 @@ def api_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class Cli(click.Group):
+    """Bad settings and invalid arguments end in one line naming the problem, never a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ValidationError as exc:
+            if exc.title == "Settings":
+                message = setting_problems(exc)
+            else:
+                message = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors())
+            click.echo(f"semsearch: {message}", err=True)
+            sys.exit(2)
+
+
+@click.group(cls=Cli, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="semsearch")
 def main() -> None:
     """Self-hosted retrieval over folders of code and documents."""
@@ -68,14 +88,16 @@ def serve(host: str, port: int, embedder_port: int, watch: bool) -> None:
         SEMSEARCH_EMBEDDER_ADDR=os.environ.get("SEMSEARCH_EMBEDDER_ADDR", f"127.0.0.1:{embedder_port}"),
     )
     settings = Settings(host=host, port=port)
-    children = {
-        "embedder": subprocess.Popen([sys.executable, "-m", "embedder"], env=env),
-        "api": subprocess.Popen([sys.executable, "-m", "api"], env=env),
+    commands = {
+        "embedder": [sys.executable, "-m", "embedder"],
+        "api": [sys.executable, "-m", "api"],
         # Runs index requests made over REST/MCP; --watch also follows file changes.
-        "indexer": subprocess.Popen(
-            [sys.executable, "-m", "indexer", "--worker", *(["--watch"] if watch else [])], env=env
-        ),
+        "indexer": [sys.executable, "-m", "indexer", "--worker", *(["--watch"] if watch else [])],
     }
+    children = {name: subprocess.Popen(argv, env=env) for name, argv in commands.items()}
+    started = dict.fromkeys(children, time.monotonic())
+    quick_failures = dict.fromkeys(children, 0)
+    restart_at: dict[str, float] = {}
     stopping = False
 
     def stop(*_: object) -> None:
@@ -90,11 +112,35 @@ def serve(host: str, port: int, embedder_port: int, watch: bool) -> None:
     )
     code = 0
     while not stopping:
+        now = time.monotonic()
         for name, proc in children.items():
-            if proc.poll() is not None:
-                click.echo(f"semsearch serve: {name} exited with code {proc.returncode}; stopping", err=True)
+            if name in restart_at or proc.poll() is None:
+                continue
+            # One crash (a bad request, the OOM killer) must not take the other services down: restart
+            # it, backing off while it keeps dying young, and give up only if it cannot start at all.
+            ran = now - started[name]
+            quick_failures[name] = quick_failures[name] + 1 if ran < SERVE_HEALTHY_S else 1
+            if quick_failures[name] > SERVE_MAX_QUICK_FAILURES:
+                click.echo(
+                    f"semsearch serve: {name} exited with code {proc.returncode} {quick_failures[name] - 1} times "
+                    f"within {SERVE_HEALTHY_S:.0f} s of starting; stopping (its output above says why)",
+                    err=True,
+                )
                 code, stopping = 1, True
                 break
+            delay = min(SERVE_MAX_BACKOFF_S, 2.0 ** (quick_failures[name] - 1))
+            click.echo(
+                f"semsearch serve: {name} exited with code {proc.returncode} after {ran:.0f} s; "
+                f"restarting it in {delay:.0f} s",
+                err=True,
+            )
+            restart_at[name] = now + delay
+        for name, when in list(restart_at.items()):
+            if not stopping and now >= when:
+                del restart_at[name]
+                children[name] = subprocess.Popen(commands[name], env=env)
+                started[name] = time.monotonic()
+                click.echo(f"semsearch serve: {name} restarted (pid {children[name].pid})", err=True)
         time.sleep(0.2)
     for proc in children.values():
         if proc.poll() is None:
@@ -128,14 +174,15 @@ def mcp(http: bool, host: str | None, port: int | None) -> None:
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(file_okay=False))
 @click.option("--name", help="Name for the folder (default: its basename); only with one PATH.")
+@click.option("--allow-outside-root", is_flag=True, help="Allow a folder outside SEMSEARCH_CORPUS_ROOT (your home).")
 @api_errors
-def add(paths: tuple[str, ...], name: str | None) -> None:
+def add(paths: tuple[str, ...], name: str | None, allow_outside_root: bool) -> None:
     """Register folders to index."""
     if name and len(paths) > 1:
         raise click.UsageError("--name goes with a single PATH")
     with ApiClient(Settings()) as api:
         for path in paths:
-            folder = api.add_folder(os.path.abspath(os.path.expanduser(path)), name)
+            folder = api.add_folder(os.path.abspath(os.path.expanduser(path)), name, allow_outside_root)
             click.echo(f"added {folder.name}  {folder.path}")
     click.echo("Run `semsearch index` to index it.")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -45,10 +46,19 @@ class ApiUnreachable(ApiError):
     """Nothing answers at the API URL."""
 
 
+def segment(value: str) -> str:
+    """A name or id as one URL path segment: `/`, `..` and `?` cannot change which endpoint is called."""
+    return quote(value, safe="") if value not in (".", "..") else quote(value.replace(".", "%2E"), safe="%")
+
+
 class ApiClient:
-    def __init__(self, settings: Settings) -> None:
-        self.url = settings.api_url
-        headers = {"Authorization": f"Bearer {settings.token.get_secret_value()}"} if settings.token else {}
+    def __init__(self, settings: Settings, url: str | None = None, token: str | None = None) -> None:
+        """`url`/`token`, when given, replace the settings' (a project's machine-local file)."""
+        self.url = (url or settings.api_url).rstrip("/")
+        secret = token if url is not None or token is not None else None
+        if secret is None and url is None and settings.token is not None:
+            secret = settings.token.get_secret_value()
+        headers = {"Authorization": f"Bearer {secret}"} if secret else {}
         self._http = httpx.Client(base_url=self.url, headers=headers, timeout=settings.api_timeout_s)
 
     def close(self) -> None:
@@ -83,32 +93,32 @@ class ApiClient:
     def folders(self) -> list[Folder]:
         return [Folder.model_validate(f) for f in self._request("GET", "/v1/folders")]
 
-    def add_folder(self, path: str, name: str | None = None) -> Folder:
-        body = FolderIn(path=path, name=name).dump()
+    def add_folder(self, path: str, name: str | None = None, allow_outside_root: bool = False) -> Folder:
+        body = FolderIn(path=path, name=name, allow_outside_root=allow_outside_root).dump()
         return Folder.model_validate(self._request("POST", "/v1/folders", json=body))
 
     def remove_folder(self, name: str, keep_index: bool = False) -> Folder:
         params = {"keep_index": "true" if keep_index else "false"}
-        return Folder.model_validate(self._request("DELETE", f"/v1/folders/{name}", params=params))
+        return Folder.model_validate(self._request("DELETE", f"/v1/folders/{segment(name)}", params=params))
 
     # --- indexing ----------------------------------------------------------------
 
     def manifest(self, folder: str) -> Manifest:
-        return Manifest.model_validate(self._request("GET", f"/v1/folders/{folder}/manifest"))
+        return Manifest.model_validate(self._request("GET", f"/v1/folders/{segment(folder)}/manifest"))
 
     def apply(self, folder: str, batch: IndexBatch) -> IndexBatchResult:
         return IndexBatchResult.model_validate(
-            self._request("POST", f"/v1/folders/{folder}/batches", json=batch.dump())
+            self._request("POST", f"/v1/folders/{segment(folder)}/batches", json=batch.dump())
         )
 
     def take_lease(self, folder: str, holder: str) -> Lease:
         return Lease.model_validate(
-            self._request("POST", f"/v1/folders/{folder}/lease", json=LeaseIn(holder=holder).dump())
+            self._request("POST", f"/v1/folders/{segment(folder)}/lease", json=LeaseIn(holder=holder).dump())
         )
 
     def release_lease(self, folder: str, lease_id: str) -> None:
         with contextlib.suppress(httpx.TransportError):  # an unreleased lease expires by itself
-            self._http.delete(f"/v1/folders/{folder}/lease/{lease_id}")
+            self._http.delete(f"/v1/folders/{segment(folder)}/lease/{segment(lease_id)}")
 
     def optimize(self) -> dict[str, Any]:
         return self._request("POST", "/v1/index/optimize")  # type: ignore[no-any-return]
@@ -128,7 +138,10 @@ class ApiClient:
         return [Run.model_validate(r) for r in self._request("GET", "/v1/runs")]
 
     def run(self, run_id: str, wait: float = 0) -> Run:
-        return Run.model_validate(self._request("GET", f"/v1/runs/{run_id}", params={"wait": wait}))
+        return Run.model_validate(self._request("GET", f"/v1/runs/{segment(run_id)}", params={"wait": wait}))
+
+    def cancel_run(self, run_id: str) -> Run:
+        return Run.model_validate(self._request("DELETE", f"/v1/runs/{segment(run_id)}"))
 
     def claim_run(self, worker: str, wait_s: float = 20) -> Run | None:
         try:
@@ -144,10 +157,10 @@ class ApiClient:
         return Run.model_validate(response.json())
 
     def run_progress(self, run_id: str, progress: RunProgress) -> None:
-        self._request("POST", f"/v1/runs/{run_id}/progress", json=progress.dump())
+        self._request("POST", f"/v1/runs/{segment(run_id)}/progress", json=progress.dump())
 
     def finish_run(self, run_id: str, result: RunFinish) -> None:
-        self._request("POST", f"/v1/runs/{run_id}/finish", json=result.dump())
+        self._request("POST", f"/v1/runs/{segment(run_id)}/finish", json=result.dump())
 
     # --- search & status -----------------------------------------------------------
 

@@ -10,12 +10,18 @@ from __future__ import annotations
 import os
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 Compute = Literal["int8", "fp32"]  # how the embedding model runs its MatMuls
+
+# Tokens that are only placeholders: `.env.example`'s value and the usual stand-ins.
+EXAMPLE_TOKENS = frozenset({"change-me", "changeme", "change_me", "your-token", "token", "secret", "xxx", "example"})
+GENERATE_TOKEN = (
+    "generate one with `openssl rand -hex 24` (or `python3 -c 'import secrets; print(secrets.token_hex(24))'`)"
+)
 
 
 def default_data_dir() -> Path:
@@ -54,6 +60,21 @@ class Settings(BaseSettings):
     token: SecretStr | None = Field(
         None, description="Bearer token the API requires when set; required for a non-loopback bind."
     )
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        [],
+        description="Host names the API answers besides loopback (and its own bind address), e.g. `api` in "
+        "compose: any other Host header is refused, which defeats DNS rebinding. `*` allows any.",
+    )
+    allowed_origins: Annotated[list[str], NoDecode] = Field(
+        [],
+        description="Browser origins allowed to call the API besides its own pages (e.g. `https://tools.lan`); "
+        "other cross-origin requests are refused.",
+    )
+    corpus_root: Path = Field(
+        default_factory=Path.home,
+        description="Folders can be registered only under this directory (default: the home directory), so "
+        "a stray request cannot register `/` or `/etc`; `semsearch add --allow-outside-root` overrides it.",
+    )
 
     # --- MCP bridge ---------------------------------------------------------
     mcp_host: str = Field("127.0.0.1", description="MCP streamable-HTTP bind; loopback by default.")
@@ -63,6 +84,10 @@ class Settings(BaseSettings):
     mcp_tool_description: str | None = Field(
         None, description="What the corpus holds: agents read it to decide when to search (`toolDescription`)."
     )
+    mcp_session_idle_s: float = Field(
+        600.0, description="An MCP HTTP session with no request for this long is closed (each one holds memory)."
+    )
+    mcp_max_sessions: int = Field(200, description="Open MCP HTTP sessions at most; more get a 503 until some close.")
 
     malloc_arenas: int = Field(
         2,
@@ -159,12 +184,39 @@ class Settings(BaseSettings):
         300, description="Old LanceDB versions are kept this long: a reader still on one must not break."
     )
     housekeeping_every_writes: int = Field(200, description="Compact and clean up after this many writes.")
-    max_body_bytes: int = Field(64 * 1024 * 1024, description="Largest request body the API reads.")
+    max_body_bytes: int = Field(
+        1024 * 1024,
+        description="Largest request body the API reads, except the indexer's batch writes: a parsed JSON "
+        "list costs hundreds of times its size in memory, so bodies stay small.",
+    )
+    max_batch_body_bytes: int = Field(
+        64 * 1024 * 1024, description="Largest indexer batch write (chunks with their vectors, base64)."
+    )
     embedder_timeout_s: float = Field(60.0, description="A batch of 64 long chunks takes a few s on 2 cores.")
     lease_ttl_s: float = Field(
         60.0, description="A writer renews its folder lease with every batch; this only frees crashed ones."
     )
     api_timeout_s: float = Field(120.0, description="Writes of large batches can take a while on slow disks.")
+
+    @field_validator("token", "mcp_token")
+    @classmethod
+    def _real_token(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None:
+            return None
+        secret = value.get_secret_value()
+        if not secret.strip():
+            raise ValueError(f"the token is empty or blank, which would let anyone in; unset it, or {GENERATE_TOKEN}")
+        if secret.strip().lower() in EXAMPLE_TOKENS:
+            raise ValueError(f"the token is the placeholder {secret.strip()!r}, not a secret; {GENERATE_TOKEN}")
+        return value
+
+    @field_validator("allowed_hosts", "allowed_origins", mode="before")
+    @classmethod
+    def _split_hosts(cls, value: object) -> object:
+        # `SEMSEARCH_ALLOWED_HOSTS=api,search.lan` as well as a JSON list.
+        if isinstance(value, str):
+            return [h.strip() for h in value.strip("[]").replace('"', "").split(",") if h.strip()]
+        return value
 
     @cached_property
     def embedder_target(self) -> str:
@@ -188,5 +240,18 @@ class Settings(BaseSettings):
         return self.data_dir / "folders.json"
 
 
-def get_settings() -> Settings:
-    return Settings()
+def setting_problems(exc: ValidationError) -> str:
+    """One line naming each bad setting by its variable, for start-up errors."""
+    parts = []
+    for err in exc.errors():
+        name = "_".join(str(p) for p in err["loc"]).upper()
+        parts.append(f"SEMSEARCH_{name}: {err['msg'].removeprefix('Value error, ')}")
+    return "; ".join(parts)
+
+
+def load_settings(prog: str) -> Settings:
+    """Settings for a service's start-up: a bad value ends the process with one line, not a traceback."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise SystemExit(f"{prog}: {setting_problems(exc)}") from None

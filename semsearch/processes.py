@@ -106,6 +106,9 @@ def start_embedder(log: Path, port: int | None = None, **env: str) -> tuple[Serv
 
 
 def api_env(data_dir: Path, port: int, embedder_addr: str, **extra: str) -> dict[str, str]:
+    # Tests, eval and bench keep their corpora in temporary folders, outside any home directory;
+    # the corpus-root rule has tests of its own that set it.
+    extra.setdefault("SEMSEARCH_CORPUS_ROOT", "/")
     return clean_env(
         SEMSEARCH_DATA_DIR=str(data_dir),
         SEMSEARCH_PORT=str(port),

@@ -10,8 +10,29 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import Base64Bytes, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, Base64Bytes, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 from pydantic.alias_generators import to_camel
+
+# Bounds of list filters: each item becomes part of the query's SQL prefilter (or a compiled
+# glob), so an unbounded list is an unbounded expression. Real filters use a handful.
+MAX_FILTER_ITEMS = 32
+MAX_FILTER_CHARS = 256
+# Bounds of the indexer's batch writes, far above what it sends (32 files, 500 deletes per batch;
+# a chunk is at most 254 tokens), so that a batch's size in memory is bounded by more than its body.
+MAX_BATCH_FILES = 2_000
+MAX_FILE_CHUNKS = 100_000
+MAX_CHUNK_CHARS = 200_000
+# Folder names appear in URLs, filters and results: a safe, short alphabet.
+FOLDER_NAME = r"^[A-Za-z0-9._-]{1,64}$"
+
+
+def _not_dots(name: str) -> str:
+    if name in (".", ".."):
+        raise ValueError("a folder name cannot be . or ..")
+    return name
+
+
+FolderName = Annotated[str, StringConstraints(pattern=FOLDER_NAME), AfterValidator(_not_dots)]
 
 
 class Wire(BaseModel):
@@ -25,8 +46,13 @@ class Wire(BaseModel):
 
 
 class FolderIn(Wire):
-    path: str = Field(description="Absolute path of a directory to index (as the API sees it).")
-    name: str | None = Field(None, description="Name for results and filters; default: the folder's basename.")
+    path: str = Field(max_length=4096, description="Absolute path of a directory to index (as the API sees it).")
+    name: FolderName | None = Field(
+        None, description="Name for results and filters (letters, digits, `._-`, at most 64); default: the basename."
+    )
+    allow_outside_root: bool = Field(
+        False, description="Register a folder outside SEMSEARCH_CORPUS_ROOT (system trees are refused anyway)."
+    )
 
 
 class Folder(Wire):
@@ -59,9 +85,16 @@ class Manifest(Wire):
 class ChunkIn(Wire):
     start_line: int = Field(ge=1)
     end_line: int = Field(ge=1)
-    text: str
+    text: str = Field(max_length=MAX_CHUNK_CHARS)
     heading: str | None = None
     page: int | None = None
+
+
+def _bounded_tags(value: Any) -> Any:
+    """Frontmatter is the author's: more tags than a filter can name are kept up to the bound, not refused."""
+    if isinstance(value, list):
+        return [str(t)[:MAX_FILTER_CHARS] for t in value[: MAX_FILTER_ITEMS * 2] if str(t)]
+    return value
 
 
 class DocMeta(Wire):
@@ -71,11 +104,11 @@ class DocMeta(Wire):
     status: str | None = None
     superseded_by: str | None = None
     date: str | None = None
-    tags: list[str] = []
+    tags: Annotated[list[str], BeforeValidator(_bounded_tags)] = []
 
 
 class FileChunks(FileStamp):
-    chunks: list[ChunkIn]
+    chunks: list[ChunkIn] = Field(max_length=MAX_FILE_CHUNKS)
     vectors: Base64Bytes = Field(description="len(chunks) x dimension little-endian float32, base64.")
     meta: DocMeta = DocMeta()
 
@@ -87,9 +120,11 @@ class IndexBatch(Wire):
     chunking: dict[str, int] | None = Field(None, description="Chunker parameters, recorded with the index.")
     model_id: str
     dimension: int
-    upserts: list[FileChunks] = []
-    touches: list[FileStamp] = Field(default=[], description="Content unchanged, new mtime: no re-embedding.")
-    deletes: list[str] = Field(default=[], description="Relative paths no longer on disk.")
+    upserts: list[FileChunks] = Field([], max_length=MAX_BATCH_FILES)
+    touches: list[FileStamp] = Field(
+        default=[], max_length=MAX_BATCH_FILES, description="Content unchanged, new mtime: no re-embedding."
+    )
+    deletes: list[str] = Field(default=[], max_length=MAX_BATCH_FILES, description="Relative paths no longer on disk.")
 
 
 class IndexBatchResult(Wire):
@@ -115,7 +150,9 @@ class Lease(Wire):
 
 
 class RunRequest(Wire):
-    folder: str | None = Field(None, description="A folder name; all folders when omitted.")
+    folder: str | None = Field(
+        None, max_length=MAX_FILTER_CHARS, description="A folder name; all folders when omitted."
+    )
     force: bool = False
     max_files: int | None = Field(None, ge=1)
 
@@ -134,8 +171,9 @@ class RunFinish(Wire):
 
 class Run(Wire):
     id: str
-    state: Literal["queued", "running", "done", "failed"]
+    state: Literal["queued", "running", "done", "failed", "cancelled"]
     request: RunRequest
+    cancel_requested: bool = Field(False, description="Cancelled while running: its worker stops at its next report.")
     progress: RunProgress = RunProgress()
     summary: dict[str, Any] | None = None
     error: str | None = None
@@ -154,13 +192,18 @@ class ClaimIn(Wire):
 
 
 def _split_commas(value: Any) -> Any:
-    """`"a,b"` and `["a", "b"]` both mean two values: CLI flags and JSON clients alike."""
+    """`"a,b"` and `["a", "b"]` both mean two values: CLI flags and JSON clients alike; repeats count once."""
     if isinstance(value, str):
-        return [part.strip() for part in value.split(",") if part.strip()]
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(dict.fromkeys(value))
     return value
 
 
-StrList = Annotated[list[str] | None, BeforeValidator(_split_commas)]
+FilterValue = Annotated[str, StringConstraints(min_length=1, max_length=MAX_FILTER_CHARS)]
+StrList = Annotated[
+    Annotated[list[FilterValue], Field(max_length=MAX_FILTER_ITEMS)] | None, BeforeValidator(_split_commas)
+]
 
 
 class SearchRequest(Wire):

@@ -1,0 +1,32 @@
+"""Quoting retrieved text for people and agents: file content is data, and must look like it.
+
+Shared by the API (gather) and the MCP bridge (cat_file), so both quote the same way.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+# Line and paragraph separators a renderer may break on, besides the ASCII control characters.
+_BREAKS = {"\u2028": "\\u2028", "\u2029": "\\u2029", "\u0085": "\\x85"}
+
+
+def fence_for(text: str) -> str:
+    """A Markdown fence longer than any backtick run inside `text`, so the text cannot close it."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def one_line(text: str) -> str:
+    """`text` with every control or line-breaking character escaped (`\\n`), for headers built from
+    names that come from the corpus (file names, headings): they cannot start a line of their own."""
+    out = []
+    for ch in text:
+        if ch in _BREAKS:
+            out.append(_BREAKS[ch])
+        elif unicodedata.category(ch) == "Cc":
+            out.append(ch.encode("unicode_escape").decode("ascii"))
+        else:
+            out.append(ch)
+    return "".join(out)
