@@ -377,4 +377,6 @@ def test_scaffold_writes_project_files_and_keeps_edits(stack: Stack, tmp_path: P
             return name, description
 
     name, description = anyio.run(tools_from_subdirectory)
-    assert name == "shop-code" and description.startswith("Edited by hand")
+    # The project's words describe the corpus, labelled as the project's, after semsearch's own.
+    assert name == "shop-code" and "The project describes this corpus as: Edited by hand" in description
+    assert description.startswith("Search the user's local folders")
