@@ -21,9 +21,11 @@ $(STAMP): pyproject.toml setup.py proto/embedder.proto
 up: install
 	$(BIN)/semsearch serve
 
+# ruff, then the import-layer contracts in pyproject.toml (a wrong-way import fails here).
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 typecheck: install
 	$(BIN)/mypy .

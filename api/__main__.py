@@ -8,7 +8,7 @@ import sys
 
 import uvicorn
 
-from api.app import create_app
+from semsearch.api.app import create_app
 from semsearch.config import load_settings
 from semsearch.malloc import limit_arenas
 from semsearch.security import is_loopback

@@ -9,14 +9,14 @@ from datetime import timedelta
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
-from api import errors, routes
-from api.folders import FolderRegistry
-from api.middleware import BodyLimit, HostGuard
-from api.runs import Leases, Runs
-from api.store import Store
-from embedder.client import EmbedderClient
 from semsearch import __version__
+from semsearch.api import errors, routes
+from semsearch.api.middleware import BodyLimit, HostGuard
+from semsearch.api.runs import Leases, Runs
+from semsearch.api.store import Store
 from semsearch.config import Settings
+from semsearch.corpus.folders import FolderRegistry
+from semsearch.embedder.client import EmbedderClient
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

@@ -8,13 +8,13 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from api.files import Refused
-from api.filters import BadGlob
-from api.folders import FolderError, FolderNotFound
-from api.grep import BadPattern
-from api.runs import LeaseConflict, QueueFull, RunCancelled, RunNotFound
-from api.store import InvalidBatch, ModelMismatch
-from embedder.client import EmbedderError
+from semsearch.api.filters import BadGlob
+from semsearch.api.grep import BadPattern
+from semsearch.api.runs import LeaseConflict, QueueFull, RunCancelled, RunNotFound
+from semsearch.api.store import InvalidBatch, ModelMismatch
+from semsearch.corpus.files import Refused
+from semsearch.corpus.folders import FolderError, FolderNotFound
+from semsearch.embedder.client import EmbedderError
 
 PROBLEM = "application/problem+json"
 

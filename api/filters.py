@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pathspec
 
-from api.facts import IndexFacts
+from semsearch.api.facts import IndexFacts
 from semsearch.config import Settings
 from semsearch.schemas import SearchRequest
 

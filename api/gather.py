@@ -9,11 +9,12 @@ is spent, and the block says how many were left out.
 
 from __future__ import annotations
 
-from api import files, retrieval
-from api.folders import FolderRegistry
-from api.store import Store
-from embedder.client import EmbedderClient
+from semsearch.api import retrieval
+from semsearch.api.store import Store
 from semsearch.config import Settings
+from semsearch.corpus import files
+from semsearch.corpus.folders import FolderRegistry
+from semsearch.embedder.client import EmbedderClient
 from semsearch.schemas import GatherRequest, GatherResponse, Hit, SearchRequest
 from semsearch.text import fence_for, one_line
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import re2
 
-from api.filters import glob_matcher
-from api.folders import FolderNotFound, FolderRegistry
-from indexer.discovery import FileList, size_limit
-from indexer.extract import Unindexable, extract
+from semsearch.api.filters import glob_matcher
 from semsearch.config import Settings
+from semsearch.corpus.discovery import FileList, size_limit
+from semsearch.corpus.extract import Unindexable, extract
+from semsearch.corpus.folders import FolderNotFound, FolderRegistry
 from semsearch.schemas import GrepMatch, GrepRequest, GrepResponse
 
 TIME_BUDGET_S = 5.0

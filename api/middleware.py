@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 from fastapi import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api import errors
+from semsearch.api import errors
 from semsearch.security import is_loopback
 
 OPEN_PATHS = frozenset({"/healthz"})  # liveness probes come with whatever Host the orchestrator uses

@@ -17,13 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from api import filters
-from api.folders import FolderNotFound, FolderRegistry
-from api.fusion import abstain_message, is_exact, label, lexical_balance, lifecycle_label, passes, rrf
-from api.lexical import identifiers_in, query_terms
-from api.store import ModelMismatch, Store
-from embedder.client import EmbedderClient
+from semsearch.api import filters
+from semsearch.api.fusion import abstain_message, is_exact, label, lexical_balance, lifecycle_label, passes, rrf
+from semsearch.api.lexical import identifiers_in, query_terms
+from semsearch.api.store import ModelMismatch, Store
 from semsearch.config import Settings
+from semsearch.corpus.folders import FolderNotFound, FolderRegistry
+from semsearch.embedder.client import EmbedderClient
 from semsearch.schemas import ArmHit, Arms, Hit, SearchRequest, SearchResponse
 
 HIDDEN = set(filters.HIDDEN_STATUSES)

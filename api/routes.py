@@ -15,14 +15,15 @@ import numpy as np
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 from fastapi.responses import JSONResponse, Response
 
-from api import files, gather, grep, retrieval
-from api.auth import require_token
-from api.folders import FolderRegistry
-from api.runs import FINISHED, Leases, Runs
-from api.store import ANN_KIND, Store
-from embedder.client import EmbedderClient, EmbedderError
 from semsearch import __version__
+from semsearch.api import gather, grep, retrieval
+from semsearch.api.auth import require_token
+from semsearch.api.runs import FINISHED, Leases, Runs
+from semsearch.api.store import ANN_KIND, Store
 from semsearch.config import Settings
+from semsearch.corpus import files
+from semsearch.corpus.folders import FolderRegistry
+from semsearch.embedder.client import EmbedderClient, EmbedderError
 from semsearch.schemas import (
     Calibration,
     ClaimIn,

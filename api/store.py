@@ -25,9 +25,9 @@ import pyarrow.compute as pc
 from lancedb.index import FTS, HnswSq
 from lancedb.query import LanceVectorQueryBuilder
 
-from api.facts import IndexFacts
-from api.filters import HIDDEN_STATUSES, TRUE, sql_in, sql_str
-from api.lexical import lexical_document
+from semsearch.api.facts import IndexFacts
+from semsearch.api.filters import HIDDEN_STATUSES, TRUE, sql_in, sql_str
+from semsearch.api.lexical import lexical_document
 from semsearch.malloc import trim
 from semsearch.schemas import FileChunks, FileStamp, IndexBatch, ManifestEntry
 

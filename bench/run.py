@@ -29,12 +29,12 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from embedder.client import EmbedderClient
-from embedder.model import load
-from indexer.chunker import chunk_document
-from indexer.discovery import FileList
-from indexer.extract import Unindexable, extract
 from semsearch.config import Compute, Settings
+from semsearch.corpus.discovery import FileList
+from semsearch.corpus.extract import Unindexable, extract
+from semsearch.embedder.client import EmbedderClient
+from semsearch.embedder.model import load
+from semsearch.indexer.chunker import chunk_document
 from semsearch.processes import start_api, start_embedder
 
 HERE = Path(__file__).resolve().parent
@@ -201,7 +201,7 @@ def run_index(env: dict[str, str], *args: str) -> tuple[dict[str, Any], float, f
     """
     started = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "indexer", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        [sys.executable, "-m", "semsearch.indexer", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
     )
     peak = 0.0
     chunks: list[bytes] = []
@@ -446,7 +446,7 @@ def mcp_latency(env: dict[str, str], queries: list[str]) -> dict[str, Any]:
     samples: list[float] = []
 
     async def run() -> None:
-        params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_bridge"], env=env)
+        params = StdioServerParameters(command=sys.executable, args=["-m", "semsearch.mcp_bridge"], env=env)
         async with Client(params) as client:
             await client.call_tool("search", {"query": "warm up"})
             for q in queries:

@@ -74,13 +74,15 @@ def soak(work: Path, seconds: float, clients: int, files: int) -> dict[str, Any]
     try:
         seed = make_corpus(work / "seed", 20)
         httpx.post(f"{env['SEMSEARCH_URL']}/v1/folders", json={"path": str(seed)}).raise_for_status()
-        subprocess.run([sys.executable, "-m", "indexer"], env=env, check=True, capture_output=True)
+        subprocess.run([sys.executable, "-m", "semsearch.indexer"], env=env, check=True, capture_output=True)
         queries = [f"reactor valve {i}" for i in range(50)] + [f"topic {i} paragraph" for i in range(37)]
         start_rss = {"embedder": rss_mb(embedder.pid), "api": rss_mb(api.pid)}
         idle = hammer(env["SEMSEARCH_URL"], queries, clients, min(seconds / 3, 20))
         corpus = make_corpus(work / "corpus", files)
         httpx.post(f"{env['SEMSEARCH_URL']}/v1/folders", json={"path": str(corpus)}).raise_for_status()
-        indexer = subprocess.Popen([sys.executable, "-m", "indexer"], env=env, stdout=subprocess.PIPE, text=True)
+        indexer = subprocess.Popen(
+            [sys.executable, "-m", "semsearch.indexer"], env=env, stdout=subprocess.PIPE, text=True
+        )
         busy = hammer(env["SEMSEARCH_URL"], queries, clients, seconds)
         out, _ = indexer.communicate(timeout=3600)
         end_rss = {"embedder": rss_mb(embedder.pid), "api": rss_mb(api.pid)}

@@ -1,3 +1,3 @@
-from embedder.server import main
+from semsearch.embedder.server import main
 
 main()

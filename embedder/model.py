@@ -271,7 +271,7 @@ def prepare(onnx: Path, target: Path, compute: Compute) -> None:
     """Write the prepared graph to `target` in a child process (`python -m embedder.prepare`):
     quantising holds the whole graph in Python objects (423 MB peak, measured), memory the
     service would otherwise keep for good."""
-    argv = [sys.executable, "-m", "embedder.prepare", "--onnx", str(onnx), "--target", str(target)]
+    argv = [sys.executable, "-m", "semsearch.embedder.prepare", "--onnx", str(onnx), "--target", str(target)]
     done = subprocess.run([*argv, "--compute", compute], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         detail = (done.stderr.strip().splitlines() or ["no output"])[-1]

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import get_args
 
-from embedder.model import ModelError, build_prepared, cached_model_path, model_files, sha256_of
 from semsearch.config import Compute, Settings
+from semsearch.embedder.model import ModelError, build_prepared, cached_model_path, model_files, sha256_of
 
 
 def main() -> None:

@@ -16,12 +16,12 @@ import onnxruntime as ort
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from embedder.model import Encoder, Interrupted, ModelError, load
-from embedder.scheduler import PriorityGate
-from proto import embedder_pb2 as pb
-from proto import embedder_pb2_grpc as pb_grpc
 from semsearch.config import load_settings
+from semsearch.embedder.model import Encoder, Interrupted, ModelError, load
+from semsearch.embedder.scheduler import PriorityGate
 from semsearch.malloc import limit_arenas
+from semsearch.proto import embedder_pb2 as pb
+from semsearch.proto import embedder_pb2_grpc as pb_grpc
 
 log = logging.getLogger("semsearch.embedder")
 

@@ -27,8 +27,8 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
-from api.fusion import lexical_balance, rrf
 from eval.datasets import BUILDERS, HERE, SHARED, Dataset
+from semsearch.api.fusion import lexical_balance, rrf
 from semsearch.config import Settings
 from semsearch.processes import Service, start_api, start_embedder
 
@@ -71,7 +71,7 @@ class Evaluator:
             httpx.post(f"{url}/v1/folders", json={"path": str(data.folder), "name": data.name}).raise_for_status()
         started = time.perf_counter()
         result = subprocess.run(
-            [sys.executable, "-m", "indexer", data.name], env=env, capture_output=True, text=True, check=False
+            [sys.executable, "-m", "semsearch.indexer", data.name], env=env, capture_output=True, text=True, check=False
         )
         if result.returncode != 0:
             sys.exit(f"eval: indexing {data.name} failed:\n{result.stderr[-3000:]}")

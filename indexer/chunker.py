@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from indexer.extract import Document, Segment
+from semsearch.corpus.extract import Document, Segment
 from semsearch.schemas import DocMeta
 
 CountTokens = Callable[[list[str]], list[int]]

@@ -1,24 +1,22 @@
-"""The indexer's entrypoints, shared by `python -m indexer` (containers, cron) and the CLI."""
+"""The indexer as a library: one pass over folders (`run_index`), `explain`, and the target resolution
+the worker and the CLI share. The process entrypoint is `__main__.py`."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import signal
 import sys
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from embedder.client import EmbedderClient, EmbedderError
-from indexer.discovery import FileList
-from indexer.extract import Unindexable, extract
-from indexer.progress import Reporter
-from indexer.run import Indexer, Summary
 from semsearch.client import ApiClient, ApiError
-from semsearch.config import Settings, load_settings
+from semsearch.config import Settings
+from semsearch.corpus.discovery import FileList
+from semsearch.corpus.extract import Unindexable, extract
+from semsearch.embedder.client import EmbedderClient, EmbedderError
+from semsearch.indexer.progress import Reporter
+from semsearch.indexer.run import Indexer, Summary
 from semsearch.schemas import Folder
 
 
@@ -132,27 +130,3 @@ def explain(settings: Settings, path: str) -> dict[str, object]:
         except OSError:
             result["stale"] = True
     return result
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m indexer", description="Index the registered folders.")
-    parser.add_argument("path", nargs="?", help="a registered folder (name or path) or a path inside one")
-    parser.add_argument("--force", action="store_true", help="re-read and re-embed every file")
-    parser.add_argument("--max-files", type=int, help="stop after this many newly processed files")
-    parser.add_argument("--dry-run", action="store_true", help="say what would be indexed, embed nothing")
-    parser.add_argument("--verbose", action="store_true", help="log every file to stderr")
-    parser.add_argument("--concurrency", type=int, help="threads reading and chunking files")
-    parser.add_argument("--watch", action="store_true", help="after the pass, follow changes until stopped")
-    parser.add_argument("--worker", action="store_true", help="run index requests from the API until stopped")
-    args = parser.parse_args(argv)
-    settings = load_settings("semsearch indexer")
-    if not (args.watch or args.worker):
-        sys.exit(
-            run_index(settings, args.path, args.force, args.max_files, args.dry_run, args.verbose, args.concurrency)
-        )
-    from indexer.worker import Worker
-
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    Worker(settings, watch=args.watch, requests=args.worker, path=args.path, verbose=args.verbose).run(stop)

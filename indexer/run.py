@@ -23,13 +23,13 @@ from typing import TypeVar
 
 import numpy as np
 
-from embedder.client import EmbedderClient
-from indexer.chunker import chunk_document
-from indexer.discovery import FileList, size_limit
-from indexer.extract import Unindexable, extract
-from indexer.progress import Reporter
 from semsearch.client import ApiClient
 from semsearch.config import Settings
+from semsearch.corpus.discovery import FileList, size_limit
+from semsearch.corpus.extract import Unindexable, extract
+from semsearch.embedder.client import EmbedderClient
+from semsearch.indexer.chunker import chunk_document
+from semsearch.indexer.progress import Reporter
 from semsearch.schemas import ChunkIn, DocMeta, FileChunks, FileStamp, Folder, IndexBatch, ManifestEntry
 
 T = TypeVar("T")

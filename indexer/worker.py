@@ -16,11 +16,11 @@ from pathlib import Path
 
 import watchfiles
 
-from embedder.client import EmbedderError
-from indexer.main import connect, resolve_target
-from indexer.progress import Reporter
 from semsearch.client import ApiClient, ApiError
 from semsearch.config import Settings
+from semsearch.embedder.client import EmbedderError
+from semsearch.indexer.main import connect, resolve_target
+from semsearch.indexer.progress import Reporter
 from semsearch.schemas import Run, RunFinish, RunProgress
 
 DEBOUNCE_MS = 1_000  # editors and `git checkout` write in bursts; one pass per burst

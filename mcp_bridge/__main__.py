@@ -1,3 +1,3 @@
-from mcp_bridge.main import main
+from semsearch.mcp_bridge.main import main
 
 main()

@@ -14,8 +14,8 @@ from typing import Any
 import uvicorn
 from mcp.server.transport_security import TransportSecuritySettings
 
-from mcp_bridge.server import build_server
 from semsearch.config import Settings, load_settings
+from semsearch.mcp_bridge.server import build_server
 from semsearch.security import bearer_matches, is_loopback
 
 Scope = MutableMapping[str, Any]

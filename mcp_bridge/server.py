@@ -17,9 +17,9 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import TextContent
 from pydantic import Field
 
-from mcp_bridge.project import LOCAL_FILENAME, ProjectConfig, warn
 from semsearch.client import ApiClient, ApiError
 from semsearch.config import Settings
+from semsearch.project import LOCAL_FILENAME, ProjectConfig, warn
 from semsearch.schemas import GatherRequest, GrepRequest, RunRequest, SearchRequest
 from semsearch.text import fence_for, one_line
 

@@ -10,7 +10,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PROTO = Path("proto") / "embedder.proto"
+# Compiled as `semsearch/proto/embedder.proto` (the package's link to this folder), so the
+# generated modules import each other as `semsearch.proto.…`, the name they are installed under.
+PROTO = Path("semsearch") / "proto" / "embedder.proto"
 
 
 def generate() -> None:
@@ -18,9 +20,10 @@ def generate() -> None:
 
     out = ROOT / "proto"
     stale = [out / "embedder_pb2.py", out / "embedder_pb2_grpc.py", out / "embedder_pb2.pyi"]
+    if (out / "embedder_pb2_grpc.py").exists() and "from proto import" in (out / "embedder_pb2_grpc.py").read_text():
+        stale[0].unlink()  # generated under the old module name
     if all(p.exists() and p.stat().st_mtime >= (ROOT / PROTO).stat().st_mtime for p in stale):
         return
-    # -I is the repository root so the generated modules import each other as `proto.…`.
     include = Path(protoc.__file__).parent / "_proto"
     argv = [
         "grpc_tools.protoc",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
@@ -19,10 +20,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from mcp_bridge.project import ProjectConfig
 from semsearch import __version__
 from semsearch.client import ApiClient, ApiError
 from semsearch.config import Settings, setting_problems
+from semsearch.project import ProjectConfig
 from semsearch.schemas import GatherRequest, GrepRequest, SearchRequest
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -47,6 +48,17 @@ def api_errors(fn: F) -> F:
             sys.exit(1)
 
     return wrapper  # type: ignore[return-value]
+
+
+def service_part(module: str, extra: str) -> Any:
+    """A service's module for a command that runs it in this process; a missing extra is one line."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise click.ClickException(
+            f"this command needs semsearch's {extra!r} extra ({exc.name or exc} is not installed): "
+            f"pip install 'semsearch[{extra}]'"
+        ) from exc
 
 
 class Cli(click.Group):
@@ -89,10 +101,10 @@ def serve(host: str, port: int, embedder_port: int, watch: bool) -> None:
     )
     settings = Settings(host=host, port=port)
     commands = {
-        "embedder": [sys.executable, "-m", "embedder"],
-        "api": [sys.executable, "-m", "api"],
+        "embedder": [sys.executable, "-m", "semsearch.embedder"],
+        "api": [sys.executable, "-m", "semsearch.api"],
         # Runs index requests made over REST/MCP; --watch also follows file changes.
-        "indexer": [sys.executable, "-m", "indexer", "--worker", *(["--watch"] if watch else [])],
+        "indexer": [sys.executable, "-m", "semsearch.indexer", "--worker", *(["--watch"] if watch else [])],
     }
     children = {name: subprocess.Popen(argv, env=env) for name, argv in commands.items()}
     started = dict.fromkeys(children, time.monotonic())
@@ -160,7 +172,7 @@ def serve(host: str, port: int, embedder_port: int, watch: bool) -> None:
 @click.option("--port", type=int, help="HTTP port (default 8767).")
 def mcp(http: bool, host: str | None, port: int | None) -> None:
     """Run the MCP bridge: stdio for local agents (Claude Code, Cursor, Zed…), --http for remote ones."""
-    from mcp_bridge.main import main as bridge
+    bridge = service_part("semsearch.mcp_bridge.main", "mcp").main
 
     argv = ["--http"] if http else []
     argv += ["--host", host] if host else []
@@ -260,7 +272,7 @@ def index(
     rebuild: bool,
 ) -> None:
     """Index all registered folders, or just PATH (a folder, or a path inside one)."""
-    from indexer.main import run_index
+    run_index = service_part("semsearch.indexer.main", "indexer").run_index
 
     if rebuild:
         if path:
@@ -273,7 +285,7 @@ def index(
         sys.exit(run_index(Settings(), path, force, max_files, dry_run, verbose, concurrency))
     import threading
 
-    from indexer.worker import Worker
+    Worker = service_part("semsearch.indexer.worker", "indexer").Worker  # noqa: N806
 
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -287,7 +299,7 @@ def index(
 @api_errors
 def explain(path: str, as_json: bool) -> None:
     """Why PATH is, or is not, indexed: the rule that decided and its chunks."""
-    from indexer.main import explain as explain_path
+    explain_path = service_part("semsearch.indexer.main", "indexer").explain
 
     result = explain_path(Settings(), path)
     if as_json:

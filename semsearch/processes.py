@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 
-from embedder.client import EmbedderClient
+from semsearch.embedder.client import EmbedderClient
 
 
 def free_port() -> int:
@@ -99,7 +99,7 @@ class Service:
 
 def start_embedder(log: Path, port: int | None = None, **env: str) -> tuple[Service, str]:
     port = port or free_port()
-    service = Service("embedder", clean_env(SEMSEARCH_EMBEDDER_PORT=str(port), **env), log).start()
+    service = Service("semsearch.embedder", clean_env(SEMSEARCH_EMBEDDER_PORT=str(port), **env), log).start()
     address = f"127.0.0.1:{port}"
     service.wait_embedder(address)
     return service, address
@@ -121,7 +121,7 @@ def api_env(data_dir: Path, port: int, embedder_addr: str, **extra: str) -> dict
 def start_api(data_dir: Path, embedder_addr: str, **extra: str) -> tuple[Service, dict[str, str]]:
     port = free_port()
     env = api_env(data_dir, port, embedder_addr, **extra)
-    service = Service("api", env, data_dir / "api.log").start()
+    service = Service("semsearch.api", env, data_dir / "api.log").start()
     headers = {"Authorization": f"Bearer {extra['SEMSEARCH_TOKEN']}"} if "SEMSEARCH_TOKEN" in extra else None
     service.wait_http(f"http://127.0.0.1:{port}/readyz", headers)
     return service, env

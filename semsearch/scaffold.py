@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mcp_bridge.project import FILENAME, LOCAL_FILENAME
+from semsearch.project import FILENAME, LOCAL_FILENAME
 
 MCP_FILE = ".mcp.json"
 

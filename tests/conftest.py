@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from embedder.client import EmbedderClient
+from semsearch.embedder.client import EmbedderClient
 from semsearch.processes import Service, api_env, free_port, start_api, start_embedder
 
 __all__ = ["free_port"]

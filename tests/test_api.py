@@ -107,14 +107,16 @@ def test_vectors_of_another_model_are_refused(stack: Stack, tmp_path) -> None:  
 
 def test_non_loopback_bind_without_token_is_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
     env = base_env(tmp_path, free_port(), "127.0.0.1:1") | {"SEMSEARCH_HOST": "0.0.0.0"}
-    result = subprocess.run([sys.executable, "-m", "api"], env=env, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "semsearch.api"], env=env, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode != 0
     assert "refusing to listen on 0.0.0.0 without a token" in result.stderr
 
 
 def test_readyz_fails_clearly_when_the_embedder_is_down(tmp_path) -> None:  # type: ignore[no-untyped-def]
     port = free_port()
-    api = Service("api", base_env(tmp_path, port, f"127.0.0.1:{free_port()}"), tmp_path / "api.log").start()
+    api = Service("semsearch.api", base_env(tmp_path, port, f"127.0.0.1:{free_port()}"), tmp_path / "api.log").start()
     try:
         for _ in range(600):
             api.check_alive()

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from embedder.client import EmbedderClient
-from indexer.chunker import chunk_document, chunk_text, parse_frontmatter
-from indexer.extract import Document, Segment
+from semsearch.corpus.extract import Document, Segment
+from semsearch.embedder.client import EmbedderClient
+from semsearch.indexer.chunker import chunk_document, chunk_text, parse_frontmatter
 
 
 def markdown(text: str) -> Document:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -76,9 +77,14 @@ def test_containers_are_hardened(config: dict) -> None:
         assert "no-new-privileges:true" in service.get("security_opt", []), name
 
 
-@pytest.mark.parametrize("service", ["embedder", "api", "indexer", "mcp_bridge"])
-def test_dockerfiles_run_as_non_root_with_the_process_entrypoint(service: str) -> None:
-    text = (ROOT / service / "Dockerfile").read_text()
-    assert "FROM python:3.11-slim" in text
-    assert "USER semsearch" in text
-    assert f'ENTRYPOINT ["python", "-m", "{service}"]' in text
+@pytest.mark.parametrize("target", ["embedder", "api", "indexer", "mcp-bridge"])
+def test_images_run_as_non_root_with_the_process_entrypoint(target: str, config: dict) -> None:
+    """One Dockerfile, one stage per service: each ends non-root on its own `python -m` entrypoint."""
+    stages = re.split(r"^FROM ", (ROOT / "Dockerfile").read_text(), flags=re.M)
+    stage = next(s for s in stages if s.split("\n", 1)[0].endswith(f" AS {target}"))
+    module = "semsearch." + target.replace("-", "_")
+    assert "USER semsearch" in stage
+    assert f'ENTRYPOINT ["python", "-m", "{module}"]' in stage
+    assert "FROM python:3.11-slim AS base" in (ROOT / "Dockerfile").read_text()
+    built = {name: s["build"]["target"] for name, s in config["services"].items()}
+    assert target in built.values()

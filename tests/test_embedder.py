@@ -12,9 +12,9 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from embedder.client import EmbedderClient
-from proto import embedder_pb2 as pb
-from proto import embedder_pb2_grpc as pb_grpc
+from semsearch.embedder.client import EmbedderClient
+from semsearch.proto import embedder_pb2 as pb
+from semsearch.proto import embedder_pb2_grpc as pb_grpc
 
 REFERENCE = Path(__file__).parent / "fixtures" / "reference_vectors.json"
 
@@ -30,7 +30,7 @@ def test_info_describes_the_int8_minilm(embedder: EmbedderClient) -> None:
 
 def test_vectors_match_fp32_sentence_transformers(embedder: EmbedderClient, tmp_path: Path) -> None:
     """fp32 compute reproduces sentence-transformers; int8 compute (the default) stays close to it."""
-    from embedder.model import load
+    from semsearch.embedder.model import load
 
     reference = json.loads(REFERENCE.read_text())
     texts = [item["text"] for item in reference["items"]]
@@ -136,9 +136,11 @@ def test_healthcheck_module_used_by_compose(embedder_addr: str) -> None:
     import subprocess
     import sys
 
-    ok = subprocess.run([sys.executable, "-m", "embedder.healthcheck", embedder_addr], capture_output=True)
+    ok = subprocess.run([sys.executable, "-m", "semsearch.embedder.healthcheck", embedder_addr], capture_output=True)
     assert ok.returncode == 0
-    down = subprocess.run([sys.executable, "-m", "embedder.healthcheck", "127.0.0.1:1"], capture_output=True, text=True)
+    down = subprocess.run(
+        [sys.executable, "-m", "semsearch.embedder.healthcheck", "127.0.0.1:1"], capture_output=True, text=True
+    )
     assert down.returncode != 0 and "UNAVAILABLE" in down.stderr
 
 
@@ -158,7 +160,7 @@ def test_embedder_down_is_reported_with_its_address() -> None:
 def test_prepared_graph_cache_gives_the_same_vectors(tmp_path: Path, embedder: EmbedderClient) -> None:
     """The service prepares the int8 graph once (in a child process) and caches it; a damaged
     cache is rebuilt, an unwritable or missing one means a temporary copy — never another bit."""
-    from embedder.model import load, packaged_model, sha256_of
+    from semsearch.embedder.model import load, packaged_model, sha256_of
     from semsearch.processes import start_embedder
 
     texts = ["def parse_config(path): return toml.load(path)", "The mitochondria is the powerhouse of the cell."]
@@ -195,7 +197,7 @@ def test_prepared_graph_cache_gives_the_same_vectors(tmp_path: Path, embedder: E
 
 
 def test_model_batches_are_capped_by_texts_and_by_padded_tokens() -> None:
-    from embedder.model import load
+    from semsearch.embedder.model import load
 
     encoder = load(None, 256, 4, None, batch_tokens=512, compute="fp32")
     texts = ["word " * n for n in (300, 5, 120, 10, 200, 60, 250, 3, 2, 1)]
@@ -215,7 +217,7 @@ def test_model_batches_are_capped_by_texts_and_by_padded_tokens() -> None:
 def test_fp32_compute_is_served_under_the_packaged_model_id(tmp_path: Path, embedder: EmbedderClient) -> None:
     """SEMSEARCH_MODEL_COMPUTE=fp32 through the real service: the old id (so indexes built before
     int8 compute stay usable), its own quantisation label, and the fp32 graph's exact vectors."""
-    from embedder.model import load
+    from semsearch.embedder.model import load
     from semsearch.processes import start_embedder
 
     texts = ["def parse_config(path): return toml.load(path)", "The mitochondria is the powerhouse of the cell."]

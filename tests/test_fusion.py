@@ -6,10 +6,10 @@ from datetime import date
 
 import pytest
 
-from api.filters import build, glob_to_like, matches_globs, where
-from api.fusion import abstain_message, is_exact, label, lifecycle_label, passes, rrf
-from api.lexical import expansions, identifier_parts, identifiers_in, lexical_document, query_terms
-from api.retrieval import is_exact_query
+from semsearch.api.filters import build, glob_to_like, matches_globs, where
+from semsearch.api.fusion import abstain_message, is_exact, label, lifecycle_label, passes, rrf
+from semsearch.api.lexical import expansions, identifier_parts, identifiers_in, lexical_document, query_terms
+from semsearch.api.retrieval import is_exact_query
 from semsearch.config import Settings
 from semsearch.schemas import SearchRequest
 
@@ -103,7 +103,7 @@ def test_comma_strings_and_lists_are_the_same_filter() -> None:
 
 
 def test_decisiveness_is_how_far_the_best_stands_above_the_rest() -> None:
-    from api.fusion import decisiveness
+    from semsearch.api.fusion import decisiveness
 
     assert decisiveness([5.0] * 10) == 0.0  # flat: the arm cannot tell its hits apart
     assert decisiveness([10.0] + [5.0] * 9) == pytest.approx(0.5)
@@ -113,7 +113,7 @@ def test_decisiveness_is_how_far_the_best_stands_above_the_rest() -> None:
 
 
 def test_lexical_balance_favours_the_more_decisive_arm_within_bounds() -> None:
-    from api.fusion import lexical_balance
+    from semsearch.api.fusion import lexical_balance
 
     flat, sharp = [5.0] * 10, [10.0] + [1.0] * 9
     assert lexical_balance(flat, flat, 0, 0, 0, 4) == 1.0  # gains 0, bias 0: plain RRF
@@ -125,8 +125,8 @@ def test_lexical_balance_favours_the_more_decisive_arm_within_bounds() -> None:
 
 
 def test_clauses_that_cannot_exclude_a_row_are_left_out() -> None:
-    from api.facts import IndexFacts
-    from api.filters import build, where
+    from semsearch.api.facts import IndexFacts
+    from semsearch.api.filters import build, where
 
     plain = IndexFacts({"api": frozenset({"src/app.py", "docs/Guide.md"})})
     request = SearchRequest(query="x")

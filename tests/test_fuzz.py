@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from embedder.client import EmbedderClient
-from indexer.chunker import chunk_document
-from indexer.extract import Document, Segment, Unindexable, extract
+from semsearch.corpus.extract import Document, Segment, Unindexable, extract
+from semsearch.embedder.client import EmbedderClient
+from semsearch.indexer.chunker import chunk_document
 from tests.conftest import SEMSEARCH, Stack
 from tests.test_indexer import make_docx, make_pdf
 
@@ -87,7 +87,7 @@ def test_a_file_that_fails_while_being_read_is_unreadable_not_a_crash() -> None:
     """Found by the OpenAPI fuzzer in CI: grep answered 500 with EINVAL from read() (the fuzzer
     registers arbitrary folders, pseudo-files included). /proc/self/mem is a regular file whose
     read at offset 0 fails (EIO) on every Linux."""
-    from api.grep import _lines
+    from semsearch.api.grep import _lines
     from semsearch.config import Settings
 
     with pytest.raises(Unindexable) as failed:

@@ -26,8 +26,8 @@ import pytest
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from indexer.secrets import redact
 from semsearch.client import segment
+from semsearch.corpus.secrets import redact
 from semsearch.processes import Service, api_env, clean_env, free_port
 from semsearch.security import bearer_matches
 from tests.conftest import SEMSEARCH, Stack
@@ -408,7 +408,11 @@ def test_long_polls_do_not_starve_other_endpoints(api_factory: Any) -> None:
 def test_empty_blank_and_example_tokens_are_refused_at_start(tmp_path: Path, token: str) -> None:
     """#8: `SEMSEARCH_TOKEN=` passed the public-bind guard and `Authorization: Bearer` was accepted."""
     env = api_env(tmp_path, free_port(), "127.0.0.1:1", SEMSEARCH_TOKEN=token)
-    for argv in ([sys.executable, "-m", "api"], [sys.executable, "-m", "mcp_bridge"], [SEMSEARCH, "status"]):
+    for argv in (
+        [sys.executable, "-m", "semsearch.api"],
+        [sys.executable, "-m", "semsearch.mcp_bridge"],
+        [SEMSEARCH, "status"],
+    ):
         result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
         assert result.returncode != 0, argv
         assert "SEMSEARCH_TOKEN" in result.stderr and "openssl rand" in result.stderr, result.stderr
@@ -509,7 +513,7 @@ def test_mcp_http_sessions_are_bounded(stack: Stack, tmp_path: Path) -> None:
     """#16: MCP HTTP sessions never expired (1,500 sessions ≈ +61 MB)."""
     port = free_port()
     env = clean_env(SEMSEARCH_URL=stack.url, SEMSEARCH_MCP_PORT=str(port), SEMSEARCH_MCP_MAX_SESSIONS="3")
-    bridge = Service("mcp_bridge", env, tmp_path / "mcp.log").start("--http")
+    bridge = Service("semsearch.mcp_bridge", env, tmp_path / "mcp.log").start("--http")
     try:
         init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
                 "params": {"protocolVersion": "2025-06-18", "capabilities": {},

@@ -311,7 +311,7 @@ def test_requested_runs_are_picked_up_by_a_worker(stack: Stack, tmp_path: Path) 
     folder.mkdir()
     (folder / "a.md").write_text("# Requested\nIndexed because a script asked over REST.\n")
     stack.cli("add", str(folder))
-    worker = subprocess.Popen([sys.executable, "-m", "indexer", "--worker"], env=stack.env)
+    worker = subprocess.Popen([sys.executable, "-m", "semsearch.indexer", "--worker"], env=stack.env)
     try:
         with stack.http() as http:
             run = http.post("/v1/runs", json={"folder": "requested"}).json()

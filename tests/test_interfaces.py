@@ -200,7 +200,7 @@ async def call_all(client: Any, calls: dict[str, dict[str, Any]]) -> dict[str, A
 
 def with_worker(stack: Stack, log: str, run: Any) -> Any:
     """Runs the async `run` while an indexer worker claims requested runs (the `index` tool)."""
-    worker = Service("indexer", stack.env, stack.data_dir / log).start("--worker")
+    worker = Service("semsearch.indexer", stack.env, stack.data_dir / log).start("--worker")
     try:
         return anyio.run(run)
     finally:
@@ -263,7 +263,7 @@ def test_index_status_tool_and_cli(stack: Stack, project: Path) -> None:
 def test_streamable_http_needs_the_token_and_checks_origin(stack: Stack, project: Path) -> None:
     port = free_port()
     env = stack.env | {"SEMSEARCH_MCP_TOKEN": "mcp-secret", "SEMSEARCH_MCP_PORT": str(port)}
-    bridge = Service("mcp_bridge", env, stack.data_dir / "mcp-http.log").start("--http")
+    bridge = Service("semsearch.mcp_bridge", env, stack.data_dir / "mcp-http.log").start("--http")
     url = f"http://127.0.0.1:{port}/mcp"
     try:
         for _ in range(300):  # until the port answers (any status)
@@ -313,7 +313,7 @@ def test_streamable_http_needs_the_token_and_checks_origin(stack: Stack, project
 def test_mcp_http_refuses_public_bind_without_token(stack: Stack) -> None:
     env = {k: v for k, v in stack.env.items() if k not in ("SEMSEARCH_TOKEN", "SEMSEARCH_MCP_TOKEN")}
     result = subprocess.run(
-        [sys.executable, "-m", "mcp_bridge", "--http", "--host", "0.0.0.0", "--port", str(free_port())],
+        [sys.executable, "-m", "semsearch.mcp_bridge", "--http", "--host", "0.0.0.0", "--port", str(free_port())],
         env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert result.returncode != 0 and "without a token" in result.stderr

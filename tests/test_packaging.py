@@ -64,7 +64,8 @@ def venv_with(tmp_path_factory: pytest.TempPathFactory, wheel: Path, extra: str 
 
 
 def can_import(venv: Path, module: str) -> bool:
-    run = subprocess.run([str(venv / "bin" / "python"), "-c", f"import {module}"], capture_output=True, timeout=120)
+    run = subprocess.run([str(venv / "bin" / "python"), "-c", f"import {module}"], cwd=venv, capture_output=True,
+                         timeout=120)  # fmt: skip
     return run.returncode == 0
 
 
@@ -76,11 +77,14 @@ def mcp_venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Path:
 def test_the_mcp_bridge_starts_from_its_extra_alone(mcp_venv: Path, stack: Stack) -> None:
     """The bridge's image could not start: it imported FastAPI, LanceDB and gRPC through the API."""
     assert not can_import(mcp_venv, "fastapi") and not can_import(mcp_venv, "lancedb")
+    where = subprocess.run([str(mcp_venv / "bin" / "python"), "-c", "import semsearch; print(semsearch.__file__)"],
+                           cwd=mcp_venv, capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert where.startswith(str(mcp_venv)), where
     assert not can_import(mcp_venv, "grpc")
 
     async def tools() -> list[str]:
         params = StdioServerParameters(
-            command=str(mcp_venv / "bin" / "python"), args=["-m", "semsearch.mcp_bridge"], env=stack.env
+            command=str(mcp_venv / "bin" / "python"), args=["-m", "semsearch.mcp_bridge"], env=stack.env, cwd=mcp_venv
         )
         async with Client(params) as client:
             listed = (await client.list_tools()).tools
@@ -95,7 +99,7 @@ def test_the_cli_works_from_the_bare_package(tmp_path_factory: pytest.TempPathFa
                                              stack: Stack) -> None:  # fmt: skip
     venv = venv_with(tmp_path_factory, wheel, None)
     assert not can_import(venv, "grpc") and not can_import(venv, "mcp")
-    status = subprocess.run([str(venv / "bin" / "semsearch"), "list", "--json"], env=stack.env,
+    status = subprocess.run([str(venv / "bin" / "semsearch"), "list", "--json"], env=stack.env, cwd=venv,
                             capture_output=True, text=True, timeout=60)  # fmt: skip
     assert status.returncode == 0, status.stderr
     assert isinstance(json.loads(status.stdout), list)
@@ -152,7 +156,7 @@ def test_the_api_and_the_indexer_start_from_their_extras_alone(
 
         assert httpx.post(f"{env['SEMSEARCH_URL']}/v1/folders", json={"path": str(corpus)}).status_code == 201
         one_pass = subprocess.run([str(indexer_venv / "bin" / "python"), "-m", "semsearch.indexer"], env=env,
-                                  capture_output=True, text=True, timeout=300)  # fmt: skip
+                                  cwd=tmp_path, capture_output=True, text=True, timeout=300)  # fmt: skip
         assert one_pass.returncode == 0, one_pass.stderr
         assert json.loads(one_pass.stdout.strip().splitlines()[-1])["filesProcessed"] == 1
     finally:
@@ -163,8 +167,12 @@ def _start(venv: Path, module: str, env: dict[str, str], log: Path) -> Service:
     log.parent.mkdir(parents=True, exist_ok=True)
     service = Service(module, env, log)
     service.proc = subprocess.Popen(
-        [str(venv / "bin" / "python"), "-m", module], env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT
-    )
+        [str(venv / "bin" / "python"), "-m", module],
+        env=env,
+        cwd=log.parent,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )  # cwd: outside the checkout, so only what the venv installed is importable
     return service
 
 
@@ -182,9 +190,10 @@ def test_one_namespace_beside_another_packages_api_module(
     venv = venv_with(tmp_path_factory, wheel, None)
     uv("pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), str(other))
     check = "import api, semsearch.cli, semsearch.schemas; assert api.WHO == 'someone else'; print('ok')"
-    run = subprocess.run([str(venv / "bin" / "python"), "-c", check], capture_output=True, text=True, timeout=60)
+    run = subprocess.run([str(venv / "bin" / "python"), "-c", check], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=60)  # fmt: skip
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr
     installed = subprocess.run([str(venv / "bin" / "python"), "-c", "import importlib.metadata as m; "
                                 "print(m.distribution('semsearch').read_text('top_level.txt'))"],
-                               capture_output=True, text=True, timeout=60)  # fmt: skip
+                               cwd=tmp_path, capture_output=True, text=True, timeout=60)  # fmt: skip
     assert installed.stdout.split() == ["semsearch"]

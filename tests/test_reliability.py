@@ -136,7 +136,7 @@ def test_api_killed_during_writes_keeps_old_or_new_per_file(reference, tmp_path:
     shas = chunk_shas(tmp_path / "data")  # the table opens…
     assert all(len(v) == 1 for v in shas.values())  # …and every file has its old or its new chunks
     port = int(env["SEMSEARCH_PORT"])
-    api = Service("api", api_env(tmp_path / "data", port, embedder_addr), tmp_path / "api2.log").start()
+    api = Service("semsearch.api", api_env(tmp_path / "data", port, embedder_addr), tmp_path / "api2.log").start()
     api.wait_http(f"http://127.0.0.1:{port}/readyz")
     try:
         index(env)  # the next incremental run repairs the rest
@@ -217,7 +217,9 @@ def test_unusable_data_directory_is_a_clear_startup_error(tmp_path: Path) -> Non
     not_a_dir = tmp_path / "data"
     not_a_dir.write_text("a file where the data directory should be")
     env = api_env(not_a_dir, free_port(), "127.0.0.1:1")
-    result = subprocess.run([sys.executable, "-m", "api"], env=env, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "semsearch.api"], env=env, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode != 0
     assert "cannot create the data directory" in result.stderr and "Traceback" not in result.stderr
 
@@ -231,7 +233,9 @@ def test_read_only_data_directory_is_a_clear_startup_error(tmp_path: Path) -> No
     try:
         subprocess.run(["mount", "-o", "remount,ro,bind", str(data)], check=True, capture_output=True)
         env = api_env(data, free_port(), "127.0.0.1:1")
-        result = subprocess.run([sys.executable, "-m", "api"], env=env, capture_output=True, text=True, timeout=60)
+        result = subprocess.run(
+            [sys.executable, "-m", "semsearch.api"], env=env, capture_output=True, text=True, timeout=60
+        )
         assert result.returncode != 0
         assert "is not writable" in result.stderr and "Traceback" not in result.stderr
     finally:

@@ -97,7 +97,7 @@ def test_paraphrase_is_found_by_the_vector_arm_with_provenance(stack: Stack, cor
 
 
 def test_arms_show_each_arms_candidates_and_the_per_query_weights(stack: Stack, corpus: Path) -> None:
-    from api.fusion import lexical_balance
+    from semsearch.api.fusion import lexical_balance
     from semsearch.config import Settings
 
     answer = search(stack, "reconcile ledger entries total", arms=True, minScore=-1)

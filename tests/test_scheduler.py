@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from embedder.scheduler import PriorityGate
+from semsearch.embedder.scheduler import PriorityGate
 
 
 def test_a_query_interrupts_the_bulk_holder_once_and_goes_first() -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
 
-from indexer.secrets import redact
+from semsearch.corpus.secrets import redact
 
 MARKDOWN_EXTENSIONS = frozenset({"md", "markdown", "mdx"})
 MAX_DOCX_XML_BYTES = 50_000_000  # uncompressed document.xml; beyond this it is a zip bomb, not a document

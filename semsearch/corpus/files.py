@@ -14,10 +14,10 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from api.folders import FolderRegistry, RegisteredFolder, inside
-from indexer.discovery import FileList
-from indexer.secrets import redact
 from semsearch.config import Settings
+from semsearch.corpus.discovery import FileList
+from semsearch.corpus.folders import FolderRegistry, RegisteredFolder, inside
+from semsearch.corpus.secrets import redact
 
 MAX_READ_BYTES = 2_000_000  # bigger than any indexable text file; bounds a single read
 
