@@ -1,4 +1,4 @@
-"""`python -m api`: the container entrypoint, and what `semsearch serve` starts."""
+"""`python -m semsearch.api`: the container entrypoint, and what `semsearch serve` starts."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`python -m embedder.healthcheck [ADDR]`: exit 0 when the embedder reports SERVING (compose healthcheck)."""
+"""`python -m semsearch.embedder.healthcheck [ADDR]`: exit 0 when the embedder reports SERVING (compose healthcheck)."""
 
 from __future__ import annotations
 

@@ -268,7 +268,7 @@ def _forget_other_versions(cache_dir: Path, digest: str) -> None:
 
 
 def prepare(onnx: Path, target: Path, compute: Compute) -> None:
-    """Write the prepared graph to `target` in a child process (`python -m embedder.prepare`):
+    """Write the prepared graph to `target` in a child process (`python -m semsearch.embedder.prepare`):
     quantising holds the whole graph in Python objects (423 MB peak, measured), memory the
     service would otherwise keep for good."""
     argv = [sys.executable, "-m", "semsearch.embedder.prepare", "--onnx", str(onnx), "--target", str(target)]

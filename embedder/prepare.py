@@ -1,4 +1,4 @@
-"""`python -m embedder.prepare`: write the prepared model graph to the cache ahead of time.
+"""`python -m semsearch.embedder.prepare`: write the prepared model graph to the cache ahead of time.
 
 The embedder runs this itself (as a child process) when its cache has no prepared graph; the
 container image runs it at build time, because the running container's file system is
@@ -17,7 +17,7 @@ from semsearch.embedder.model import ModelError, build_prepared, cached_model_pa
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m embedder.prepare", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m semsearch.embedder.prepare", description=__doc__.splitlines()[0])
     parser.add_argument("--onnx", type=Path, help="the model to prepare (default: the configured model)")
     parser.add_argument("--target", type=Path, help="where to write it (default: the model cache)")
     parser.add_argument("--compute", choices=get_args(Compute), help="default: SEMSEARCH_MODEL_COMPUTE")

@@ -1,4 +1,4 @@
-"""`semsearch mcp` / `python -m mcp_bridge`: stdio by default, `--http` for streamable HTTP.
+"""`semsearch mcp` / `python -m semsearch.mcp_bridge`: stdio by default, `--http` for streamable HTTP.
 
 Over HTTP the bridge is a network service like the API: loopback by default, a bearer
 token required for anything else, and Host/Origin checked against DNS rebinding.

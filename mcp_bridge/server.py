@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import TextContent
-from pydantic import Field
+from pydantic import BaseModel, Field, ValidationError
 
 from semsearch.client import ApiClient, ApiError
 from semsearch.config import Settings
@@ -27,6 +28,7 @@ DEFAULT_DESCRIPTION = (
     "Search the user's local folders of code and documents indexed by semsearch. Returns the most "
     "relevant chunks with file path, line range, score and why each matched."
 )
+M = TypeVar("M", bound=BaseModel)
 INDEX_WAIT_S = 30.0  # the `index` tool answers within this; longer runs return a run id to poll
 
 SEARCH_FIELDS = ("filePath", "folder", "relPath", "startLine", "endLine", "page", "heading", "text")
@@ -57,10 +59,21 @@ class Bridge:
             self.api = ApiClient(settings)
 
     async def call(self, fn: Any, *args: Any) -> Any:
+        """One REST call; an API error reaches the agent as the tool's error, with the API's reason
+        (what happened, what to do). ToolError: the SDK shows its text and logs no traceback."""
         try:
             return await anyio.to_thread.run_sync(fn, *args)
         except ApiError as exc:
-            raise ValueError(str(exc)) from exc
+            raise ToolError(str(exc)) from exc
+
+    @staticmethod
+    def request(model: type[M], params: dict[str, Any]) -> M:
+        """Arguments as the API's request model; a value the API would refuse is refused here, in one line."""
+        try:
+            return model.model_validate(params)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors())
+            raise ToolError(f"invalid arguments: {problems}") from exc
 
     def _scoped(self, params: dict[str, Any]) -> dict[str, Any]:
         """A project's .semsearch.json scopes searches to its folders and globs by default."""
@@ -71,7 +84,7 @@ class Bridge:
         return {k: v for k, v in params.items() if v is not None}
 
     async def search(self, **params: Any) -> list[TextContent]:
-        response = await self.call(self.api.search, SearchRequest.model_validate(self._scoped(params)))
+        response = await self.call(self.api.search, self.request(SearchRequest, self._scoped(params)))
         hits = [_hit_json(h.dump()) for h in response.hits]
         out = [TextContent(type="text", text=json.dumps(hits, ensure_ascii=False))]
         if not hits and response.message:
@@ -79,7 +92,7 @@ class Bridge:
         return out
 
     async def gather(self, **params: Any) -> str:
-        response = await self.call(self.api.gather, GatherRequest.model_validate(self._scoped(params)))
+        response = await self.call(self.api.gather, self.request(GatherRequest, self._scoped(params)))
         return str(response.markdown)
 
     async def list_folders(self) -> str:
@@ -96,7 +109,7 @@ class Bridge:
         return f"{header}\n{fence}\n{content.text}\n{fence}"
 
     async def grep(self, **params: Any) -> str:
-        response = await self.call(self.api.grep, GrepRequest.model_validate(params))
+        response = await self.call(self.api.grep, self.request(GrepRequest, params))
         lines = [
             f"{one_line(m.folder)} · {one_line(m.rel_path)}:{m.line}  {one_line(m.text)}" for m in response.matches
         ]
@@ -131,7 +144,7 @@ class Bridge:
         for f in folders:
             if root in (f.name, f.path, f.path.rstrip("/") + "/"):
                 return str(f.name)
-        raise ValueError(f"{root!r} is not a registered folder; call list_folders")
+        raise ToolError(f"{root!r} is not a registered folder; call list_folders to see them")
 
 
 def build_server(settings: Settings, project: ProjectConfig | None = None) -> MCPServer:

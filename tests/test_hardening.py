@@ -573,7 +573,7 @@ def test_serve_restarts_a_service_that_dies(tmp_path: Path) -> None:
         wait_ready(time.monotonic() + 120)
         children = subprocess.run(["ps", "--ppid", str(serve.pid), "-o", "pid=,args="], capture_output=True,
                                   text=True, check=True).stdout.splitlines()  # fmt: skip
-        api_pid = next(int(line.split()[0]) for line in children if line.rstrip().endswith("-m api"))
+        api_pid = next(int(line.split()[0]) for line in children if line.rstrip().endswith("-m semsearch.api"))
         os.kill(api_pid, signal.SIGKILL)
         wait_ready(time.monotonic() + 120)
         assert serve.poll() is None

@@ -249,6 +249,34 @@ def test_every_mcp_tool_over_stdio(stack: Stack, project: Path) -> None:
     assert error and "kk" in " ".join(texts)
 
 
+def test_mcp_tool_errors_carry_the_apis_reason(stack: Stack, project: Path) -> None:
+    """An agent is told why a call failed and what to do, not just `Error executing tool cat_file`."""
+
+    async def run() -> dict[str, tuple[bool, str]]:
+        params = StdioServerParameters(command=SEMSEARCH, args=["mcp"], env=stack.env)
+        calls = {
+            "cat_file": {"filePath": "/etc/passwd"},
+            "index_status": {"run_id": "nope"},
+            "search": {"query": "x", "exclude": ",".join(f"f{i}" for i in range(40))},
+            "grep": {"pattern": "(unclosed", "regex": True},
+            "index": {"root": "not-a-folder"},
+        }
+        out = {}
+        async with Client(params) as client:
+            for tool, args in calls.items():
+                result = await client.call_tool(tool, args)
+                out[tool] = (result.is_error, " ".join(getattr(c, "text", "") for c in result.content))
+        return out
+
+    out = anyio.run(run)
+    assert all(error for error, _ in out.values()), out
+    assert "outside the indexed folders" in out["cat_file"][1] and "list_folders" in out["cat_file"][1]
+    assert "no index run 'nope'" in out["index_status"][1]
+    assert "invalid arguments: exclude" in out["search"][1] and "32" in out["search"][1]
+    assert "invalid regular expression" in out["grep"][1]
+    assert "not a registered folder" in out["index"][1]
+
+
 def test_index_status_tool_and_cli(stack: Stack, project: Path) -> None:
     with stack.http() as http:
         run = http.post("/v1/runs", json={"folder": "api"}).json()

@@ -91,7 +91,7 @@ class Verdict:
     path: str  # relative to the folder, / separators
     included: bool
     # included | git-ignored | indexignore | secret | binary | too-large | symlink | skipped-dir
-    # | vcs-internal | missing
+    # | vcs-internal | not-listed | missing
     rule: str
     detail: str = ""
 
@@ -148,6 +148,14 @@ def vcs_internal(rel: str) -> str | None:
     return next((part for part in rel.split("/") if part in VCS_DIRS), None)
 
 
+def _is_real_dir(path: Path) -> bool:
+    """A directory, not a symlink to one (links are never followed)."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 def size_limit(name: str, max_file_size: int, max_document_size: int) -> int:
     _, dot, ext = name.rpartition(".")
     return max_document_size if dot and ext.lower() in DOCUMENT_EXTENSIONS else max_file_size
@@ -183,15 +191,24 @@ class FileList:
             return False
         return not repo.bare
 
-    @staticmethod
-    def _git_ls(cwd: Path) -> list[str]:
+    @classmethod
+    def _git_ls(cls, cwd: Path) -> list[str]:
         # argv through gitpython, never a shell; run from `cwd` so output is scoped and relative to it.
         out = git.Git(str(cwd)).execute(
             [*GIT, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
             strip_newline_in_stdout=False,
         )
-        # A nested repository shows up as "dir/": its own rules apply (the walk handles it).
-        return sorted({p for p in str(out).split("\0") if p and not p.endswith("/")})
+        found: set[str] = set()
+        for entry in filter(None, str(out).split("\0")):
+            path = entry.rstrip("/")
+            # A nested repository (listed as "dir/") or a submodule (a directory entry): git's rules
+            # of that repository decide its files, as they would in a clone of it.
+            if entry.endswith("/") or _is_real_dir(cwd / path):
+                if os.path.exists(cwd / path / ".git"):
+                    found.update(f"{path}/{p}" for p in cls._git_ls(cwd / path))
+                continue
+            found.add(path)
+        return sorted(found)
 
     def _walk(self, directory: Path, prefix: str) -> Iterator[str]:
         try:
@@ -213,6 +230,10 @@ class FileList:
     @cached_property
     def _candidates(self) -> list[str]:
         return self._git_ls(self.root) if self.in_git else list(self._walk(self.root, ""))
+
+    @cached_property
+    def _candidate_set(self) -> frozenset[str]:
+        return frozenset(self._candidates)
 
     def candidates(self) -> Iterator[str]:
         return iter(self._candidates)
@@ -305,17 +326,19 @@ class FileList:
                 yield verdict.path
 
     def explain(self, rel: str) -> Verdict:
-        """Why `rel` is or is not in `files()`, naming the rule that decided."""
+        """Why `rel` is or is not in `files()`: a listed path gets the very verdict `files()` used
+        (`judge`), any other path is not indexed, and this says why it was not listed."""
         rel = rel.strip("/")
         vcs = vcs_internal(rel)
         if vcs is not None:
             return Verdict(rel, False, "vcs-internal", f"inside {vcs}/: version-control internals are never read")
         try:
-            return self._explain(rel)
+            return self.judge(rel) if rel in self._candidate_set else self._why_not_listed(rel)
         except OSError as exc:  # a name too long for the file system, a directory that vanished, …
             return Verdict(rel, False, "missing", f"cannot be looked up: {exc.strerror or exc}")
 
-    def _explain(self, rel: str) -> Verdict:
+    def _why_not_listed(self, rel: str) -> Verdict:
+        """The rule that kept `rel` out of the candidate list; never "included"."""
         parts = rel.split("/")
         for depth in range(1, len(parts)):
             prefix = "/".join(parts[:depth])
@@ -332,7 +355,10 @@ class FileList:
             match = self._ignore_match("/".join(parts[:depth]), is_dir=True)
             if match and match[0]:
                 return Verdict(rel, False, "indexignore", match[1])
-        return self.judge(rel)
+        verdict = self.judge(rel)
+        if not verdict.included:
+            return verdict
+        return Verdict(rel, False, "not-listed", "neither git nor the folder walk lists it, so it is not indexed")
 
     def _repo_dir_for(self, parts: list[str]) -> Path | None:
         """The git work tree whose rules apply to a path: a nested repo, else the folder's own."""

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +22,23 @@ from semsearch.corpus.folders import FolderRegistry, RegisteredFolder, inside
 from semsearch.corpus.secrets import redact
 
 MAX_READ_BYTES = 2_000_000  # bigger than any indexable text file; bounds a single read
+# A read looks its path up in the folder's file list (the one decider); a burst of reads (gather
+# reads every hit's context) shares one listing for this long instead of listing per read.
+LIST_REUSE_S = 2.0
+_lists: dict[tuple[str, int, int, str], tuple[float, FileList]] = {}
+_lists_lock = threading.Lock()
+
+
+def file_list(root: str, settings: Settings) -> FileList:
+    """The folder's FileList, reused for LIST_REUSE_S."""
+    key = (root, settings.max_file_size_bytes, settings.max_document_bytes, str(settings.global_indexignore_path))
+    now = time.monotonic()
+    with _lists_lock:
+        for stale in [k for k, (made, _) in _lists.items() if now - made > LIST_REUSE_S]:
+            del _lists[stale]
+        if key not in _lists:
+            _lists[key] = (now, FileList.from_settings(Path(root), settings))
+        return _lists[key][1]
 
 
 class Refused(PermissionError):
@@ -54,7 +73,7 @@ def locate(path: str, folders: FolderRegistry) -> tuple[RegisteredFolder, str]:
 def read(path: str, folders: FolderRegistry, settings: Settings) -> OpenedFile:
     folder, rel = locate(path, folders)
     root = os.path.realpath(folder.path)
-    verdict = FileList.from_settings(Path(folder.path), settings).explain(rel)
+    verdict = file_list(folder.path, settings).explain(rel)
     if not verdict.included:
         raise Refused(f"{folder.name}/{rel} is not indexed ({verdict.rule}: {verdict.detail}), so it cannot be read")
     try:
