@@ -9,14 +9,14 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from typing import Annotated, Any
+from typing import Annotated
 
 import numpy as np
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 from fastapi.responses import JSONResponse, Response
 
 from semsearch import __version__
-from semsearch.api import gather, grep, retrieval
+from semsearch.api import explain, gather, grep, retrieval
 from semsearch.api.auth import require_token
 from semsearch.api.runs import FINISHED, Leases, Runs
 from semsearch.api.store import ANN_KIND, Store
@@ -28,6 +28,7 @@ from semsearch.schemas import (
     Calibration,
     ClaimIn,
     EmbedderStatus,
+    Explained,
     FileContent,
     Folder,
     FolderIn,
@@ -40,6 +41,7 @@ from semsearch.schemas import (
     Lease,
     LeaseIn,
     Manifest,
+    Optimized,
     ResetIn,
     Run,
     RunFinish,
@@ -288,6 +290,19 @@ def read_file(
     )
 
 
+@v1.get("/explain")
+def explain_path(
+    folders: FoldersDep,
+    store: StoreDep,
+    settings: SettingsDep,
+    path: Annotated[str, Query(max_length=4096, description="Absolute path, as the API sees it.")],
+) -> Explained:
+    """Why a path is, or is not, indexed: the rule that decided, its chunks, whether it is stale."""
+    if "\x00" in path or not path.startswith("/"):
+        raise HTTPException(status.HTTP_400_BAD_REQUEST, f"{path!r} is not an absolute path; send an absolute path")
+    return explain.explain(path, folders, store, settings)
+
+
 @v1.post("/grep")
 def grep_(body: GrepRequest, folders: FoldersDep, settings: SettingsDep) -> GrepResponse:
     """Find a literal (or RE2 regex) in the indexed files — never in ignored ones."""
@@ -295,9 +310,9 @@ def grep_(body: GrepRequest, folders: FoldersDep, settings: SettingsDep) -> Grep
 
 
 @v1.post("/index/optimize")
-def optimize(store: StoreDep, settings: SettingsDep) -> dict[str, Any]:
+def optimize(store: StoreDep, settings: SettingsDep) -> Optimized:
     """Bring the full-text (and ANN) index up to date, compact, drop old versions. Indexers call it after a run."""
-    return store.optimize(settings.ann_min_rows)
+    return Optimized.model_validate(store.optimize(settings.ann_min_rows))
 
 
 @v1.post("/index/reset")

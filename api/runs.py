@@ -16,9 +16,20 @@ import uuid
 from collections import OrderedDict
 from datetime import UTC, datetime, timedelta
 
-from semsearch.schemas import Lease, Run, RunFinish, RunProgress, RunRequest
+from semsearch.schemas import (
+    Lease,
+    Run,
+    RunAsked,
+    RunFinish,
+    RunLine,
+    RunLogLine,
+    RunProgress,
+    RunReport,
+    RunRequest,
+)
 
 KEEP_RUNS = 200  # finished runs remembered for `index_status`
+KEEP_LINES = 1_000  # a run's output lines kept for whoever follows it (the CLI prints them)
 MAX_QUEUED = 64  # distinct queued runs; identical requests share one, so only odd scripts reach this
 FINISHED = ("done", "failed", "cancelled")
 
@@ -91,15 +102,16 @@ class Runs:
         """A new queued run, or the queued run that asks for the same thing (it will see today's files too)."""
         with self._cond:
             queued = [r for r in self._runs.values() if r.state == "queued"]
+            asked = RunAsked.model_validate(request.model_dump())
             for existing in queued:
-                if existing.request == request:
+                if existing.request == asked:
                     return existing
             if len(queued) >= MAX_QUEUED:
                 raise QueueFull(
                     f"{len(queued)} index runs are already queued; wait for them (GET /v1/runs) or cancel some "
                     "(DELETE /v1/runs/ID)"
                 )
-            run = Run(id=uuid.uuid4().hex[:12], state="queued", request=request, created_at=now())
+            run = Run(id=uuid.uuid4().hex[:12], state="queued", request=asked, created_at=now())
             self._runs[run.id] = run
             self._trim()
             self._cond.notify_all()
@@ -129,7 +141,8 @@ class Runs:
             run = self.get(run_id)
             if run.cancel_requested:
                 raise RunCancelled(f"index run {run_id} was cancelled; stop it")
-            run.progress = progress
+            run.progress = RunReport.model_validate(progress.model_dump() | {"lines": []})
+            self._log(run, progress.lines)
             return run
 
     def finish(self, run_id: str, result: RunFinish) -> Run:
@@ -138,7 +151,8 @@ class Runs:
             if run.state == "cancelled":
                 return run
             run.state = "cancelled" if run.cancel_requested else "failed" if result.error else "done"
-            run.summary, run.error, run.finished_at = result.summary, result.error, now()
+            run.summary, run.plan, run.error, run.finished_at = result.summary, result.plan, result.error, now()
+            self._log(run, result.lines)
             self._cond.notify_all()
             return run
 
@@ -152,6 +166,12 @@ class Runs:
                 run.cancel_requested = True
             self._cond.notify_all()
             return run
+
+    @staticmethod
+    def _log(run: Run, lines: list[RunLine]) -> None:
+        log = run.log + [RunLogLine.model_validate(line.model_dump()) for line in lines]
+        run.log_offset += max(0, len(log) - KEEP_LINES)
+        run.log = log[-KEEP_LINES:]
 
     def _trim(self) -> None:
         finished = [r.id for r in self._runs.values() if r.state in FINISHED]

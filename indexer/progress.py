@@ -23,8 +23,12 @@ class Reporter:
         self._progress: Progress | None = None
         self._task: TaskID | None = None
         self.hook: ProgressHook | None = None
+        # A requested run's log: every line goes there too, with the stream a local run prints it on.
+        self.sink: Callable[[str, str], None] | None = None
 
     def line(self, text: str) -> None:
+        if self.sink is not None:
+            self.sink(text, "out")
         if self._progress is not None:
             self._progress.console.print(text, markup=False, highlight=False)
         else:
@@ -32,7 +36,10 @@ class Reporter:
 
     def file(self, action: str, rel: str, detail: str = "") -> None:
         if self.verbose:
-            self.err.print(f"  {action:<10} {rel}" + (f"  ({detail})" if detail else ""), markup=False)
+            text = f"  {action:<10} {rel}" + (f"  ({detail})" if detail else "")
+            if self.sink is not None:
+                self.sink(text, "err")
+            self.err.print(text, markup=False)
 
     def start_folder(self, name: str, total: int) -> None:
         if not self.interactive:

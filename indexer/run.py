@@ -30,7 +30,19 @@ from semsearch.corpus.extract import Unindexable, extract
 from semsearch.embedder.client import EmbedderClient
 from semsearch.indexer.chunker import chunk_document
 from semsearch.indexer.progress import Reporter
-from semsearch.schemas import ChunkIn, DocMeta, FileChunks, FileStamp, Folder, IndexBatch, ManifestEntry
+from semsearch.report import summary_line
+from semsearch.schemas import (
+    ChunkIn,
+    DocMeta,
+    FileChunks,
+    FileStamp,
+    Folder,
+    IndexBatch,
+    ManifestEntry,
+    RunPlan,
+    RunSummary,
+    UnindexableFile,
+)
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -65,23 +77,23 @@ class Summary:
         self.skipped_by[reason] += 1
 
     def line(self, seconds: float) -> str:
-        return (
-            f"{self.files_processed:,} indexed  {self.files_skipped:,} skipped  {self.files_deleted:,} deleted  "
-            f"{self.chunks_written:,} chunks  {seconds:.1f}s"
-        )
+        return summary_line(self.wire(), seconds)
 
     def as_json(self) -> dict[str, object]:
-        return {
-            "filesProcessed": self.files_processed,
-            "filesSkipped": self.files_skipped,
-            "filesDeleted": self.files_deleted,
-            "chunksWritten": self.chunks_written,
-            "truncated": self.truncated,
-            "seconds": round(self.seconds, 2),
-            "skippedBy": dict(sorted(self.skipped_by.items())),
-            "unindexable": self.unindexable,
-            "errors": self.errors,
-        }
+        return self.wire().dump()
+
+    def wire(self) -> RunSummary:
+        return RunSummary(
+            files_processed=self.files_processed,
+            files_skipped=self.files_skipped,
+            files_deleted=self.files_deleted,
+            chunks_written=self.chunks_written,
+            truncated=self.truncated,
+            seconds=round(self.seconds, 2),
+            skipped_by=dict(sorted(self.skipped_by.items())),
+            unindexable=[UnindexableFile.model_validate(u) for u in self.unindexable],
+            errors=self.errors,
+        )
 
 
 @dataclass
@@ -363,7 +375,7 @@ class Indexer:
 
     # --- dry run -----------------------------------------------------------------------
 
-    def plan(self, folders: list[Folder], scope: str = "", force: bool = False) -> dict[str, object]:
+    def plan(self, folders: list[Folder], scope: str = "", force: bool = False) -> RunPlan:
         """What a run would do, without embedding: files, chunks (real tokenizer), time, disk."""
         files = changed = chunks = text_bytes = 0
         skipped: Counter[str] = Counter()
@@ -397,13 +409,12 @@ class Indexer:
             f"dry run: {files:,} files ({changed:,} new or changed), ~{chunks:,} chunks, "
             f"embedding {eta}, ~{disk / 1e6:.1f} MB on disk"
         )
-        return {
-            "dryRun": True,
-            "files": files,
-            "filesToIndex": changed,
-            "chunks": chunks,
-            "embedSeconds": round(seconds, 1) if seconds is not None else None,
-            "chunksPerSecond": round(rate, 2),
-            "diskBytes": disk,
-            "skippedBy": dict(sorted(skipped.items())),
-        }
+        return RunPlan(
+            files=files,
+            files_to_index=changed,
+            chunks=chunks,
+            embed_seconds=round(seconds, 1) if seconds is not None else None,
+            chunks_per_second=round(rate, 2),
+            disk_bytes=disk,
+            skipped_by=dict(sorted(skipped.items())),
+        )

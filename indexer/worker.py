@@ -19,9 +19,10 @@ import watchfiles
 from semsearch.client import ApiClient, ApiError
 from semsearch.config import Settings
 from semsearch.embedder.client import EmbedderError
-from semsearch.indexer.main import connect, resolve_target
+from semsearch.indexer.main import connect
 from semsearch.indexer.progress import Reporter
-from semsearch.schemas import Run, RunFinish, RunProgress
+from semsearch.schemas import MAX_LOG_LINES, Run, RunFinish, RunLine, RunProgress
+from semsearch.targets import resolve_target
 
 DEBOUNCE_MS = 1_000  # editors and `git checkout` write in bursts; one pass per burst
 FOLDER_POLL_S = 10.0  # how often the watcher notices folders added or removed
@@ -142,28 +143,46 @@ class Worker:
             self.jobs.put(_Job(folder="*" if "*" in pending else sorted(pending)[0]))
 
     def _run_request(self, run: Run) -> None:
-        reporter = Reporter(verbose=self.verbose, interactive=False)
+        """A requested run, executed with the same code as a local one; its output lines go to the
+        run's log (the CLI that asked prints them), its progress and summary to the run."""
+        asked = run.request
+        reporter = Reporter(verbose=self.verbose or asked.verbose, interactive=False)
+        lines: list[RunLine] = []
+        reporter.sink = lambda text, stream: lines.append(RunLine(text=text[:4000], stream=stream))  # type: ignore[arg-type]
         last = 0.0
+
+        def taken() -> list[RunLine]:
+            out = lines[:MAX_LOG_LINES]
+            del lines[: len(out)]
+            return out
+
         try:
-            with connect(self.settings, reporter) as indexer:
+            with connect(self.settings, reporter, asked.concurrency) as indexer:
 
                 def progress(folder: str, done: int, total: int, chunks: int) -> None:
                     nonlocal last
                     if time.monotonic() - last > 0.5 or done == total:
                         last = time.monotonic()
-                        indexer.api.run_progress(
-                            run.id, RunProgress(folder=folder, files_done=done, files_total=total, chunks=chunks)
-                        )
+                        report = RunProgress(folder=folder, files_done=done, files_total=total, chunks=chunks)
+                        indexer.api.run_progress(run.id, report.model_copy(update={"lines": taken()}))
 
                 reporter.hook = progress
-                folders = indexer.api.folders()
-                targets = [f for f in folders if run.request.folder in (None, f.name)]
-                summary = indexer.run(targets, force=run.request.force, max_files=run.request.max_files)
+                folders = [f for f in indexer.api.folders() if asked.folder in (None, f.name)]
+                if asked.folder is not None and not folders:
+                    raise ApiError(404, f"no folder named {asked.folder!r}; `semsearch list` shows the registered ones")
+                scope = (asked.scope or "").strip("/")
+                if asked.dry_run:
+                    plan = indexer.plan(folders, scope, asked.force)
+                    indexer.api.finish_run(run.id, RunFinish(plan=plan, lines=taken()))
+                    return
+                summary = indexer.run(folders, scope, force=asked.force, max_files=asked.max_files)
                 error = "; ".join(summary.errors) or None
-                indexer.api.finish_run(run.id, RunFinish(summary=summary.as_json(), error=error))
+                while len(lines) > MAX_LOG_LINES:  # a long run's last lines; the summary has the totals
+                    indexer.api.run_progress(run.id, RunProgress(folder=run.progress.folder, lines=taken()))
+                indexer.api.finish_run(run.id, RunFinish(summary=summary.wire(), error=error, lines=taken()))
         except (ApiError, EmbedderError) as exc:
             try:
                 with ApiClient(self.settings) as api:
-                    api.finish_run(run.id, RunFinish(error=str(exc)))
+                    api.finish_run(run.id, RunFinish(error=str(exc), lines=taken()))
             except ApiError:
                 pass

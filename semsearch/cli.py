@@ -23,8 +23,10 @@ from rich.text import Text
 from semsearch import __version__
 from semsearch.client import ApiClient, ApiError
 from semsearch.config import Settings, setting_problems
+from semsearch.follow import Follower, fail
 from semsearch.project import ProjectConfig
-from semsearch.schemas import GatherRequest, GrepRequest, SearchRequest
+from semsearch.schemas import GatherRequest, GrepRequest, RunRequest, SearchRequest
+from semsearch.targets import TargetError, resolve_target
 
 F = TypeVar("F", bound=Callable[..., Any])
 # `semsearch serve` restarts a service that dies: after 1, 2, 4 … s (at most this), and gives up when
@@ -271,18 +273,36 @@ def index(
     watch: bool,
     rebuild: bool,
 ) -> None:
-    """Index all registered folders, or just PATH (a folder, or a path inside one)."""
-    run_index = service_part("semsearch.indexer.main", "indexer").run_index
+    """Index all registered folders, or just PATH (a folder, or a path inside one).
 
+    Asks the API for a run, which an indexer worker executes, and follows it: only
+    SEMSEARCH_URL (and the token) are needed. `--watch` follows file changes in this process."""
+    settings = Settings()
     if rebuild:
         if path:
             raise click.UsageError("--rebuild drops the whole index, so it takes no PATH")
-        with ApiClient(Settings()) as api:
+        with ApiClient(settings) as api:
             api.reset_index()
         click.echo("Index dropped; re-indexing every folder.", err=True)
         force = True
     if not watch:
-        sys.exit(run_index(Settings(), path, force, max_files, dry_run, verbose, concurrency))
+        try:
+            with ApiClient(settings) as api:
+                folders, scope = resolve_target(api.folders(), path)
+                if not folders:
+                    click.echo("No folders registered; add one with `semsearch add PATH`.", err=True)
+                request = RunRequest(
+                    folder=folders[0].name if path and folders else None,
+                    scope=scope or None,
+                    force=force,
+                    max_files=max_files,
+                    dry_run=dry_run,
+                    concurrency=concurrency,
+                    verbose=verbose,
+                )
+                sys.exit(Follower(api, settings.run_claim_wait_s).run(request))
+        except (ApiError, TargetError) as exc:
+            sys.exit(fail(str(exc)))
     import threading
 
     Worker = service_part("semsearch.indexer.worker", "indexer").Worker  # noqa: N806
@@ -290,7 +310,7 @@ def index(
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    Worker(Settings(), watch=True, requests=False, path=path, verbose=verbose).run(stop)
+    Worker(settings, watch=True, requests=False, path=path, verbose=verbose).run(stop)
 
 
 @main.command()
@@ -299,24 +319,21 @@ def index(
 @api_errors
 def explain(path: str, as_json: bool) -> None:
     """Why PATH is, or is not, indexed: the rule that decided and its chunks."""
-    explain_path = service_part("semsearch.indexer.main", "indexer").explain
-
-    result = explain_path(Settings(), path)
+    with ApiClient(Settings()) as api:
+        result = api.explain(os.path.abspath(path))
     if as_json:
-        click.echo(json.dumps(result, indent=2))
+        click.echo(json.dumps(result.dump(), indent=2))
         return
-    click.echo(
-        f"{result.get('relPath') or result['path']}" + (f"  (folder {result['folder']})" if "folder" in result else "")
-    )
-    verdict = "indexed" if result["indexed"] else "not indexed"
-    click.echo(f"  {verdict}: {result['rule']} — {result['detail']}")
-    if "chunks" in result:
-        state = "not in the index yet" if not result["inIndex"] else f"{result['chunks']} chunks in the index"
-        if result.get("stale"):
+    click.echo(f"{result.rel_path or result.path}" + (f"  (folder {result.folder})" if result.folder else ""))
+    verdict = "indexed" if result.indexed else "not indexed"
+    click.echo(f"  {verdict}: {result.rule} — {result.detail}")
+    if result.rel_path:
+        state = "not in the index yet" if not result.in_index else f"{result.chunks} chunks in the index"
+        if result.stale:
             state += " (changed since indexed: run `semsearch index`)"
         click.echo(f"  {state}")
-    if result.get("secretsRedacted"):
-        click.echo(f"  {result['secretsRedacted']} secret(s) redacted before indexing ([REDACTED:…] in results)")
+    if result.secrets_redacted:
+        click.echo(f"  {result.secrets_redacted} secret(s) redacted before indexing ([REDACTED:…] in results)")
 
 
 @main.command()
@@ -444,8 +461,12 @@ def index_status(run_id: str | None, wait: float, as_json: bool) -> None:
         return
     p = run.progress
     click.echo(f"{run.id}  {run.state}  {p.files_done}/{p.files_total} files  {p.chunks} chunks")
+    for line in run.log:
+        click.echo(line.text, err=line.stream == "err")
     if run.summary:
-        click.echo(json.dumps(run.summary))
+        click.echo(json.dumps(run.summary.dump()))
+    if run.plan:
+        click.echo(json.dumps(run.plan.dump()))
     if run.error:
         click.echo(f"error: {run.error}")
 

@@ -12,6 +12,7 @@ from semsearch.config import Settings
 from semsearch.schemas import (
     Calibration,
     ClaimIn,
+    Explained,
     FileContent,
     Folder,
     FolderIn,
@@ -24,6 +25,7 @@ from semsearch.schemas import (
     Lease,
     LeaseIn,
     Manifest,
+    Optimized,
     Run,
     RunFinish,
     RunProgress,
@@ -120,8 +122,11 @@ class ApiClient:
         with contextlib.suppress(httpx.TransportError):  # an unreleased lease expires by itself
             self._http.delete(f"/v1/folders/{segment(folder)}/lease/{segment(lease_id)}")
 
-    def optimize(self) -> dict[str, Any]:
-        return self._request("POST", "/v1/index/optimize")  # type: ignore[no-any-return]
+    def optimize(self) -> Optimized:
+        return Optimized.model_validate(self._request("POST", "/v1/index/optimize"))
+
+    def explain(self, path: str) -> Explained:
+        return Explained.model_validate(self._request("GET", "/v1/explain", params={"path": path}))
 
     def calibration(self, pairs: int = 500) -> Calibration:
         return Calibration.model_validate(self._request("GET", "/v1/calibration", params={"pairs": pairs}))

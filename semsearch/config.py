@@ -197,6 +197,11 @@ class Settings(BaseSettings):
         60.0, description="A writer renews its folder lease with every batch; this only frees crashed ones."
     )
     api_timeout_s: float = Field(120.0, description="Writes of large batches can take a while on slow disks.")
+    run_claim_wait_s: float = Field(
+        10.0,
+        description="`semsearch index` gives up on a run no worker took this long: a live worker claims a "
+        "queued run within its next long poll (well under a second), so this means none is running.",
+    )
 
     @field_validator("token", "mcp_token")
     @classmethod

@@ -125,3 +125,8 @@ def start_api(data_dir: Path, embedder_addr: str, **extra: str) -> tuple[Service
     headers = {"Authorization": f"Bearer {extra['SEMSEARCH_TOKEN']}"} if "SEMSEARCH_TOKEN" in extra else None
     service.wait_http(f"http://127.0.0.1:{port}/readyz", headers)
     return service, env
+
+
+def start_worker(env: dict[str, str], log: Path) -> Service:
+    """An indexer worker for the API in `env`: it executes requested runs (`semsearch index`)."""
+    return Service("semsearch.indexer", env, log).start("--worker")

@@ -1,8 +1,9 @@
 """The REST wire types, shared by the API (server) and every client (indexer, CLI, MCP).
 
 JSON field names are camelCase (`filePath`, `startLine`); Python attributes are
-snake_case. Every request model forbids unknown fields: a typo in a parameter is an
-error, not a silently ignored option.
+snake_case. Requests (`Request`) forbid unknown fields: a typo in a parameter is an error,
+not a silently ignored option. Responses (`Wire`) ignore unknown fields: a newer server that
+adds a field does not break an older CLI or MCP bridge.
 """
 
 from __future__ import annotations
@@ -36,16 +37,24 @@ FolderName = Annotated[str, StringConstraints(pattern=FOLDER_NAME), AfterValidat
 
 
 class Wire(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, validate_by_name=True, validate_by_alias=True, extra="forbid")
+    """A response (or a part of one): unknown fields are ignored."""
+
+    model_config = ConfigDict(alias_generator=to_camel, validate_by_name=True, validate_by_alias=True, extra="ignore")
 
     def dump(self) -> dict:
         return self.model_dump(mode="json", by_alias=True)
 
 
+class Request(Wire):
+    """What a client sends: unknown fields are an error."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
 # --- corpus -------------------------------------------------------------------
 
 
-class FolderIn(Wire):
+class FolderIn(Request):
     path: str = Field(max_length=4096, description="Absolute path of a directory to index (as the API sees it).")
     name: FolderName | None = Field(
         None, description="Name for results and filters (letters, digits, `._-`, at most 64); default: the basename."
@@ -66,7 +75,7 @@ class Folder(Wire):
 # --- what the indexer writes --------------------------------------------------
 
 
-class FileStamp(Wire):
+class FileStamp(Request):
     path: str = Field(description="Path relative to the folder, with / separators.")
     mtime_ns: int
     size: int
@@ -74,6 +83,7 @@ class FileStamp(Wire):
 
 
 class ManifestEntry(FileStamp):
+    model_config = ConfigDict(extra="ignore")  # a response
     chunks: int
 
 
@@ -82,7 +92,7 @@ class Manifest(Wire):
     files: list[ManifestEntry]
 
 
-class ChunkIn(Wire):
+class ChunkIn(Request):
     start_line: int = Field(ge=1)
     end_line: int = Field(ge=1)
     text: str = Field(max_length=MAX_CHUNK_CHARS)
@@ -97,7 +107,7 @@ def _bounded_tags(value: Any) -> Any:
     return value
 
 
-class DocMeta(Wire):
+class DocMeta(Request):
     """Markdown frontmatter kept as metadata (lifecycle and filters use it)."""
 
     title: str | None = None
@@ -113,7 +123,7 @@ class FileChunks(FileStamp):
     meta: DocMeta = DocMeta()
 
 
-class IndexBatch(Wire):
+class IndexBatch(Request):
     """Changes to one folder, applied file by file: each file's chunks are replaced atomically."""
 
     lease: str | None = Field(None, description="The writer's lease on the folder, when it holds one.")
@@ -134,7 +144,7 @@ class IndexBatchResult(Wire):
     chunks_written: int
 
 
-class LeaseIn(Wire):
+class LeaseIn(Request):
     holder: str = Field(max_length=200, description="Who writes: shown to anyone refused meanwhile.")
 
 
@@ -149,33 +159,106 @@ class Lease(Wire):
 # --- requested index runs -------------------------------------------------------
 
 
-class RunRequest(Wire):
+class RunRequest(Request):
     folder: str | None = Field(
         None, max_length=MAX_FILTER_CHARS, description="A folder name; all folders when omitted."
     )
+    scope: str | None = Field(
+        None, max_length=4096, description="A path inside the folder (relative): only that part is indexed and pruned."
+    )
     force: bool = False
     max_files: int | None = Field(None, ge=1)
+    dry_run: bool = Field(False, description="Only say what would be indexed (files, chunks, time, disk).")
+    concurrency: int | None = Field(
+        None, ge=1, le=16, description="Threads reading and chunking ahead of the embedder."
+    )
+    verbose: bool = Field(False, description="Also log every file's fate (indexed, excluded and why, deleted).")
 
 
-class RunProgress(Wire):
+class UnindexableFile(Wire):
+    path: str
+    reason: str
+    detail: str
+
+
+class RunSummary(Wire):
+    """What a run did; the last stdout line of `semsearch index` and `python -m semsearch.indexer`."""
+
+    files_processed: int = 0
+    files_skipped: int = 0
+    files_deleted: int = 0
+    chunks_written: int = 0
+    truncated: bool = False
+    seconds: float = 0.0
+    skipped_by: dict[str, int] = {}
+    unindexable: list[UnindexableFile] = []
+    errors: list[str] = []
+
+
+class RunPlan(Wire):
+    """What a run would do (`--dry-run`): nothing is embedded."""
+
+    dry_run: bool = True
+    files: int
+    files_to_index: int
+    chunks: int
+    embed_seconds: float | None
+    chunks_per_second: float
+    disk_bytes: int
+    skipped_by: dict[str, int] = {}
+
+
+MAX_LOG_LINES = 200  # per report; a run keeps its last KEEP_LINES (api/runs.py)
+
+
+class RunLine(Request):
+    """One line of a run's output, as a local run prints it: `out` for stdout, `err` for stderr."""
+
+    text: str = Field(max_length=4000)
+    stream: Literal["out", "err"] = "out"
+
+
+class RunProgress(Request):
     files_done: int = 0
     files_total: int = 0
     chunks: int = 0
     folder: str | None = None
+    lines: list[RunLine] = Field(
+        [], max_length=MAX_LOG_LINES, description="New output lines of the run (per-folder lines, calibration)."
+    )
 
 
-class RunFinish(Wire):
-    summary: dict[str, Any] | None = None
+class RunFinish(Request):
+    summary: RunSummary | None = None
+    plan: RunPlan | None = None
     error: str | None = None
+    lines: list[RunLine] = Field([], max_length=MAX_LOG_LINES)
+
+
+class RunLogLine(RunLine):
+    model_config = ConfigDict(extra="ignore")
+
+
+class RunAsked(RunRequest):
+    """The request, as part of a response: tolerant like every response."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class RunReport(RunProgress):
+    model_config = ConfigDict(extra="ignore")
 
 
 class Run(Wire):
     id: str
-    state: Literal["queued", "running", "done", "failed", "cancelled"]
-    request: RunRequest
+    state: Literal["queued", "running", "done", "failed", "cancelled"] | str
+    request: RunAsked
     cancel_requested: bool = Field(False, description="Cancelled while running: its worker stops at its next report.")
-    progress: RunProgress = RunProgress()
-    summary: dict[str, Any] | None = None
+    progress: RunReport = RunReport()
+    summary: RunSummary | None = None
+    plan: RunPlan | None = None
+    log: list[RunLogLine] = Field([], description="The run's last output lines (the same a local run prints).")
+    log_offset: int = Field(0, description="How many earlier lines were dropped from the front of `log`.")
     error: str | None = None
     worker: str | None = None
     created_at: datetime
@@ -183,7 +266,7 @@ class Run(Wire):
     finished_at: datetime | None = None
 
 
-class ClaimIn(Wire):
+class ClaimIn(Request):
     worker: str = Field(max_length=200)
     wait_s: float = Field(20.0, ge=0, le=60, description="Long-poll: how long to wait for a queued run.")
 
@@ -206,7 +289,7 @@ StrList = Annotated[
 ]
 
 
-class SearchRequest(Wire):
+class SearchRequest(Request):
     query: str = Field(min_length=1, max_length=4000, description="A question, a phrase or an identifier.")
     k: int = Field(10, ge=1, le=200, description="How many results.")
     mode: Literal["hybrid", "vector", "lexical"] | None = Field(
@@ -281,7 +364,7 @@ class Calibration(Wire):
     min_score: float
 
 
-class ResetIn(Wire):
+class ResetIn(Request):
     confirm: bool = False
 
 
@@ -298,7 +381,27 @@ class FileContent(Wire):
     text: str
 
 
-class GrepRequest(Wire):
+class Explained(Wire):
+    """Why a path is, or is not, indexed (`semsearch explain`, `GET /v1/explain`)."""
+
+    path: str
+    folder: str | None = None
+    rel_path: str | None = None
+    indexed: bool
+    rule: str = Field(description="included, or the rule that excluded it (git-ignored, secret, outside, …).")
+    detail: str
+    chunks: int = 0
+    in_index: bool = False
+    stale: bool | None = None
+    secrets_redacted: int = 0
+
+
+class Optimized(Wire):
+    chunks: int
+    version: int | None = None
+
+
+class GrepRequest(Request):
     pattern: str = Field(min_length=1, max_length=1000, description="Text to find (a literal unless regex=true).")
     folder: StrList = Field(None, description="Only these folders.")
     file_glob: StrList = Field(None, description="Only files matching these globs, e.g. `*.py`.")

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from semsearch.embedder.client import EmbedderClient
-from semsearch.processes import Service, api_env, free_port, start_api, start_embedder
+from semsearch.processes import Service, api_env, free_port, start_api, start_embedder, start_worker
 
 __all__ = ["free_port"]
 
@@ -36,6 +36,7 @@ class Stack:
     service: Service | None = None
     token: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    worker: Service | None = None
 
     def cli(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
@@ -76,20 +77,25 @@ def embedder(embedder_addr: str) -> Iterator[EmbedderClient]:
 def api_factory(embedder_addr: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     started: list[Stack] = []
 
-    def make(token: str | None = None, **extra_env: str) -> Stack:
+    def make(token: str | None = None, worker: bool = True, **extra_env: str) -> Stack:
+        """An API on a fresh data directory and, unless `worker=False`, an indexer worker (as
+        `semsearch serve` runs one) that executes the runs `semsearch index` requests."""
         data_dir = tmp_path_factory.mktemp("data")
         if token:
             extra_env["SEMSEARCH_TOKEN"] = token
         service, env = start_api(data_dir, embedder_addr, **extra_env)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         stack = Stack(env["SEMSEARCH_URL"], embedder_addr, data_dir, env, service, token, headers)
+        if worker:
+            stack.worker = start_worker(env, data_dir / "worker.log")
         started.append(stack)
         return stack
 
     yield make
     for stack in started:
-        if stack.service:
-            stack.service.stop()
+        for part in (stack.worker, stack.service):
+            if part:
+                part.stop()
 
 
 @pytest.fixture(scope="module")

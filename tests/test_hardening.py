@@ -373,7 +373,7 @@ def test_secrets_are_redacted_and_credential_files_never_indexed(stack: Stack, t
 
 def test_long_polls_do_not_starve_other_endpoints(api_factory: Any) -> None:
     """#7: 60 waiting `GET /v1/runs/ID?wait=20` made /healthz take 19 s (the thread pool was full)."""
-    stack = api_factory()  # no worker: the run stays queued and every poll waits its full time
+    stack = api_factory(worker=False)  # no worker: the run stays queued and every poll waits its full time
     with stack.http() as http:
         run = http.post("/v1/runs", json={}).json()
 
@@ -486,7 +486,7 @@ def test_a_fifo_swapped_in_for_a_file_is_refused_without_hanging(stack: Stack, t
 
 def test_identical_run_requests_share_one_run_and_runs_can_be_cancelled(api_factory: Any) -> None:
     """#15: 100 × `POST /v1/runs {"force": true}` were 100 runs, all claimed at once."""
-    stack = api_factory()
+    stack = api_factory(worker=False)  # runs stay queued: nothing claims them
     with stack.http() as http:
         ids = {http.post("/v1/runs", json={"force": True}).json()["id"] for _ in range(100)}
         other = http.post("/v1/runs", json={}).json()["id"]

@@ -12,11 +12,13 @@ import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from fpdf import FPDF
 
+from semsearch.processes import clean_env
 from tests.conftest import SEMSEARCH, Stack
 
 
@@ -339,7 +341,8 @@ def test_killed_indexer_converges_to_the_uninterrupted_index(api_factory, tmp_pa
     killed = api_factory(SEMSEARCH_LEASE_TTL_S="2")
     killed.cli("add", str(corpus))
     env = killed.env | {"SEMSEARCH_WRITE_BATCH_FILES": "2"}
-    proc = subprocess.Popen([SEMSEARCH, "index"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    one_shot = [sys.executable, "-m", "semsearch.indexer"]  # the indexer process itself, killed mid-run
+    proc = subprocess.Popen(one_shot, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(manifest(killed, "kill")) < 6:
         time.sleep(0.05)
@@ -422,3 +425,48 @@ def test_api_refuses_a_non_directory(stack: Stack, tmp_path: Path) -> None:
     with httpx.Client(base_url=stack.url) as http:
         response = http.post("/v1/folders", json={"path": str(file)})
     assert response.status_code == 400 and "not a directory" in response.json()["detail"]
+
+
+def test_index_needs_only_the_api_url(api_factory: Any, tmp_path: Path) -> None:
+    """One run path: `semsearch index` asks the API for a run that the stack's worker executes, so
+    the CLI needs SEMSEARCH_URL alone — as from the host of a compose stack, whose embedder is on an
+    internal network (here: an embedder address that answers nothing)."""
+    stack = api_factory()
+    root = tmp_path / "only-url"
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "a.md").write_text("# Tides\n\nThe spring tide comes two days after the full moon.\n")
+    (root / "b.py").write_text("def ebb():\n    return 'low water'\n")
+    env = clean_env(SEMSEARCH_URL=stack.url, SEMSEARCH_EMBEDDER_ADDR="127.0.0.1:1")
+    cli = [SEMSEARCH]
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*cli, *args], env=env, capture_output=True, text=True, timeout=300, check=False)
+
+    assert run("add", str(root)).returncode == 0
+    plan = run("index", "--dry-run")
+    assert plan.returncode == 0, plan.stderr
+    assert json.loads(plan.stdout.strip().splitlines()[-1])["filesToIndex"] == 2
+    done = run("index", "--verbose")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert lines[0].startswith("[1/1] only-url") and any(line.startswith("total  2 indexed") for line in lines)
+    assert json.loads(lines[-1])["filesProcessed"] == 2
+    assert "↺ indexed  docs/a.md" in done.stderr  # --verbose: the worker's per-file lines, on stderr
+    sub = run("index", str(root / "docs"), "--force")
+    assert json.loads(sub.stdout.strip().splitlines()[-1])["filesProcessed"] == 1  # only that part
+    explained = json.loads(run("explain", str(root / "docs" / "a.md"), "--json").stdout)
+    assert explained["indexed"] and explained["chunks"] >= 1 and explained["stale"] is False
+
+
+def test_index_says_when_no_worker_runs(api_factory: Any, tmp_path: Path) -> None:
+    stack = api_factory(worker=False, SEMSEARCH_RUN_CLAIM_WAIT_S="1")
+    (tmp_path / "lonely").mkdir()
+    (tmp_path / "lonely" / "a.md").write_text("# A\n")
+    stack.cli("add", str(tmp_path / "lonely"))
+    result = subprocess.run([SEMSEARCH, "index"], env=stack.env | {"SEMSEARCH_RUN_CLAIM_WAIT_S": "1"},
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 1
+    assert "no indexer worker took index run" in result.stderr and "semsearch serve" in result.stderr
+    assert json.loads(result.stdout.strip().splitlines()[-1])["errors"]
+    with stack.http() as http:
+        assert http.get("/v1/runs").json()[0]["state"] == "cancelled"  # not left to surprise a later worker

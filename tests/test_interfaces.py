@@ -254,7 +254,7 @@ def test_mcp_tool_errors_carry_the_apis_reason(stack: Stack, project: Path) -> N
 
     async def run() -> dict[str, tuple[bool, str]]:
         params = StdioServerParameters(command=SEMSEARCH, args=["mcp"], env=stack.env)
-        calls = {
+        calls: dict[str, dict[str, Any]] = {
             "cat_file": {"filePath": "/etc/passwd"},
             "index_status": {"run_id": "nope"},
             "search": {"query": "x", "exclude": ",".join(f"f{i}" for i in range(40))},
@@ -277,9 +277,12 @@ def test_mcp_tool_errors_carry_the_apis_reason(stack: Stack, project: Path) -> N
     assert "not a registered folder" in out["index"][1]
 
 
-def test_index_status_tool_and_cli(stack: Stack, project: Path) -> None:
+def test_index_status_tool_and_cli(api_factory: Any, tmp_path: Path) -> None:
+    stack = api_factory(worker=False)  # nothing claims the run: it stays queued, and the tool says why
+    (tmp_path / "queued").mkdir()
+    stack.cli("add", str(tmp_path / "queued"))
     with stack.http() as http:
-        run = http.post("/v1/runs", json={"folder": "api"}).json()
+        run = http.post("/v1/runs", json={"folder": "queued"}).json()
     error, texts = mcp_call(stack, "index_status", {"run_id": run["id"]})
     assert not error and json.loads(texts[0])["state"] == "queued" and "index_status" in json.loads(texts[0])["hint"]
     cli = json.loads(stack.cli("index-status", run["id"], "--json").stdout)

@@ -37,8 +37,11 @@ def manifest(env: dict[str, str], folder: str) -> dict[str, tuple[str, int]]:
     return {f["path"]: (f["sha256"], f["chunks"]) for f in files}
 
 
+INDEXER = [sys.executable, "-m", "semsearch.indexer"]  # the one-shot indexer: these tests kill and fault it
+
+
 def index(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run([SEMSEARCH, "index", *args], env=env, capture_output=True, text=True, timeout=600)
+    result = subprocess.run([*INDEXER, *args], env=env, capture_output=True, text=True, timeout=600)
     if check:
         assert result.returncode == 0, result.stderr
     return result
@@ -70,7 +73,7 @@ def test_embedder_dying_mid_run_is_retried_to_the_same_index(reference, tmp_path
     try:
         env = env | {"SEMSEARCH_WRITE_BATCH_FILES": "2", "SEMSEARCH_EMBEDDER_RETRY_S": "120"}
         subprocess.run([SEMSEARCH, "add", str(corpus)], env=env, check=True, capture_output=True)
-        run = subprocess.Popen([SEMSEARCH, "index"], env=env, stdout=subprocess.PIPE, text=True)
+        run = subprocess.Popen(INDEXER, env=env, stdout=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 120
         while len(manifest(env, "corpus")) < 4 and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -96,7 +99,7 @@ def test_embedder_that_never_returns_fails_the_run_cleanly(reference, tmp_path: 
     try:
         env = env | {"SEMSEARCH_WRITE_BATCH_FILES": "2", "SEMSEARCH_EMBEDDER_RETRY_S": "2"}
         subprocess.run([SEMSEARCH, "add", str(corpus)], env=env, check=True, capture_output=True)
-        run = subprocess.Popen([SEMSEARCH, "index"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        run = subprocess.Popen(INDEXER, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         while len(manifest(env, "corpus")) < 4:
             time.sleep(0.05)
         embedder.stop()
@@ -124,7 +127,7 @@ def test_api_killed_during_writes_keeps_old_or_new_per_file(reference, tmp_path:
     for path in sorted(work.iterdir()):
         path.write_text(path.read_text() + "\nAn appended paragraph about lighthouses.\n")
     run = subprocess.Popen(
-        [SEMSEARCH, "index"], env=env | {"SEMSEARCH_WRITE_BATCH_FILES": "1"}, stdout=subprocess.DEVNULL,
+        INDEXER, env=env | {"SEMSEARCH_WRITE_BATCH_FILES": "1"}, stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
     while sum(1 for p, v in manifest(env, "corpus").items() if v != before[p]) < 3:
@@ -161,7 +164,7 @@ def test_indexer_killed_at_20_random_points_converges(tmp_path: Path, embedder_a
         for round_ in range(20):
             victim = work / f"part{rng.randrange(12):02}.md"
             victim.write_text(victim.read_text() + f"\nRound {round_} adds a note on glaciers.\n")
-            run = subprocess.Popen([SEMSEARCH, "index"], env=fast, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            run = subprocess.Popen(INDEXER, env=fast, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(rng.uniform(0.2, 2.0))
             run.send_signal(signal.SIGKILL)  # fault injector: the indexer dies at a random point
             run.wait()

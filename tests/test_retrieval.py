@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from semsearch.processes import start_api, start_embedder
+from semsearch.processes import start_api, start_embedder, start_worker
 from tests.conftest import SEMSEARCH, Stack
 
 FILES = {
@@ -220,6 +220,7 @@ def test_an_embedder_with_another_model_is_refused(stack: Stack, corpus: Path, t
     data_dir = tmp_path / "data"
     shutil.copytree(stack.data_dir, data_dir, ignore=shutil.ignore_patterns("*.log"))
     api, env = start_api(data_dir, address)
+    worker = start_worker(env, tmp_path / "worker.log")
     try:
         refused = httpx.post(f"{env['SEMSEARCH_URL']}/v1/search", json={"query": "token"})
         assert refused.status_code == 409
@@ -232,6 +233,7 @@ def test_an_embedder_with_another_model_is_refused(stack: Stack, corpus: Path, t
         after = httpx.post(f"{env['SEMSEARCH_URL']}/v1/search", json={"query": "periscope", "folder": "small"})
         assert after.status_code == 200 and after.json()["modelId"] == "some-other-model+int8-matmul"
     finally:
+        worker.stop()
         api.stop()
         embedder.stop()
 
