@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from semsearch import __version__
 from semsearch.api import errors, routes
 from semsearch.api.middleware import BodyLimit, HostGuard
+from semsearch.api.retrieval import SearchEngine
 from semsearch.api.runs import Leases, Runs
 from semsearch.api.store import Store
 from semsearch.config import Settings
@@ -34,6 +35,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.leases = Leases(settings.lease_ttl_s)
         app.state.runs = Runs()
         app.state.embedder = EmbedderClient(settings.embedder_target, timeout=settings.embedder_timeout_s)
+        app.state.engine = SearchEngine(app.state.store, app.state.embedder, app.state.folders, settings)
         yield
         app.state.embedder.close()
 

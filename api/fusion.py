@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from semsearch.config import Settings
+
 
 @dataclass
 class Fused:
@@ -35,6 +37,59 @@ def rrf(
         entry.score += lexical_weight / (rrf_k + rank)
         entry.bm25_rank = rank
     return sorted(fused.values(), key=lambda f: (-f.score, f.vector_rank or 10**9, f.bm25_rank or 10**9))
+
+
+@dataclass(frozen=True)
+class FusionParams:
+    """Everything the hybrid ranking is tuned by: the API takes it from the settings, `make eval`
+    from its grid, and both rank with `fuse` — what was tuned offline is what is served."""
+
+    rrf_k: float
+    vector_weight: float = 1.0
+    lexical_weight: float = 1.0
+    lexical_gain: float = 0.0
+    vector_gain: float = 0.0
+    bias: float = 0.0
+    bound: float = 4.0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> FusionParams:
+        return cls(
+            rrf_k=settings.rrf_k,
+            vector_weight=settings.vector_weight,
+            lexical_weight=settings.lexical_weight,
+            lexical_gain=settings.lexical_decisiveness_gain,
+            vector_gain=settings.vector_decisiveness_gain,
+            bias=settings.arm_balance_bias,
+            bound=settings.arm_balance_bound,
+        )
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One arm's find: a chunk id and that arm's score for it (cosine, or BM25)."""
+
+    id: str
+    score: float
+
+
+def fuse(
+    vector: Sequence[Candidate], lexical: Sequence[Candidate], params: FusionParams, balanced: bool = True
+) -> tuple[list[Fused], float]:
+    """The one fusion: each arm's candidates, best first, into one ranking (and the BM25 weight this
+    query got). `balanced`: the per-query arm balance, as in hybrid mode."""
+    lexical_weight = params.lexical_weight
+    if balanced:
+        lexical_weight *= lexical_balance(
+            [c.score for c in lexical],
+            [c.score for c in vector],
+            params.lexical_gain,
+            params.vector_gain,
+            params.bias,
+            params.bound,
+        )
+    fused = rrf([c.id for c in vector], [c.id for c in lexical], params.rrf_k, params.vector_weight, lexical_weight)
+    return fused, lexical_weight
 
 
 def decisiveness(scores: Sequence[float], top: int = 10) -> float:

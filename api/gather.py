@@ -9,12 +9,10 @@ is spent, and the block says how many were left out.
 
 from __future__ import annotations
 
-from semsearch.api import retrieval
-from semsearch.api.store import Store
+from semsearch.api.retrieval import SearchEngine
 from semsearch.config import Settings
 from semsearch.corpus import files
 from semsearch.corpus.folders import FolderRegistry
-from semsearch.embedder.client import EmbedderClient
 from semsearch.schemas import GatherRequest, GatherResponse, Hit, SearchRequest
 from semsearch.text import fence_for, one_line
 
@@ -50,13 +48,10 @@ def with_context(hit: Hit, lines: int, folders: FolderRegistry, settings: Settin
     return "\n".join(opened.lines[start - 1 : end]), start
 
 
-def gather(
-    request: GatherRequest, store: Store, embedder: EmbedderClient, folders: FolderRegistry, settings: Settings
-) -> GatherResponse:
+def gather(request: GatherRequest, engine: SearchEngine) -> GatherResponse:
     search_fields = set(SearchRequest.model_fields)
-    result = retrieval.search(
-        SearchRequest(**request.model_dump(include=search_fields)), store, embedder, folders, settings
-    )
+    result = engine.search(SearchRequest(**request.model_dump(include=search_fields)))
+    folders, settings, embedder = engine.folders, engine.settings, engine.embedder
     if not result.hits:
         return GatherResponse(markdown=result.message or "No results.", hits=0, left_out=0, tokens=0)
     blocks = []

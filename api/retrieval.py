@@ -13,12 +13,22 @@ import os
 import time
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from semsearch.api import filters
-from semsearch.api.fusion import abstain_message, is_exact, label, lexical_balance, lifecycle_label, passes, rrf
+from semsearch.api.fusion import (
+    Candidate,
+    FusionParams,
+    abstain_message,
+    fuse,
+    is_exact,
+    label,
+    lifecycle_label,
+    passes,
+)
 from semsearch.api.lexical import identifiers_in, query_terms
 from semsearch.api.store import ModelMismatch, Store
 from semsearch.config import Settings
@@ -50,9 +60,23 @@ def is_exact_query(query: str, identifiers: list[str]) -> bool:
     return bool(identifiers) and len(words) <= 3 and len(identifiers) == len(words)
 
 
+@dataclass(frozen=True)
+class SearchEngine:
+    """What a search needs, built once at start-up; the routes, gather and anything else search through it."""
+
+    store: Store
+    embedder: EmbedderClient
+    folders: FolderRegistry
+    settings: Settings
+
+    def search(self, request: SearchRequest) -> SearchResponse:
+        return search(request, self.store, self.embedder, self.folders, self.settings)
+
+
 def search(
     request: SearchRequest, store: Store, embedder: EmbedderClient, folders: FolderRegistry, settings: Settings
 ) -> SearchResponse:
+    """The one ranking path: filters inside both arms, one fusion (`fuse`), abstention, provenance."""
     started = time.perf_counter()
     registered = {f.name: f.path for f in folders.all()}
     unknown = sorted(set(request.folder or []) - set(registered))
@@ -87,22 +111,11 @@ def search(
         rows[row["id"]] = row
     rows.update({row["id"]: row for row in vector_rows})
     identifiers = identifiers_in(request.query)
-    lexical_weight = settings.lexical_weight
-    if mode == "hybrid":
-        lexical_weight *= lexical_balance(
-            [float(r["_score"]) for r in lexical_rows],
-            [r["cosine"] for r in vector_rows],
-            settings.lexical_decisiveness_gain,
-            settings.vector_decisiveness_gain,
-            settings.arm_balance_bias,
-            settings.arm_balance_bound,
-        )
-    fused = rrf(
-        [r["id"] for r in vector_rows],
-        [r["id"] for r in lexical_rows],
-        settings.rrf_k,
-        settings.vector_weight,
-        lexical_weight,
+    fused, lexical_weight = fuse(
+        [Candidate(r["id"], r["cosine"]) for r in vector_rows],
+        [Candidate(r["id"], r["bm25"]) for r in lexical_rows],
+        FusionParams.from_settings(settings),
+        balanced=mode == "hybrid",
     )
     exact = {f.id for f in fused if is_exact(identifiers, rows[f.id]["text"])}
     if exact and is_exact_query(request.query, identifiers):
@@ -159,7 +172,7 @@ def _lexical_arm(
 
 
 def _arm_hit(row: dict[str, Any]) -> ArmHit:
-    bm25 = row.get("_score")
+    bm25 = row.get("bm25")
     return ArmHit(
         id=row["id"],
         folder=row["folder"],

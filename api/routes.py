@@ -16,8 +16,9 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 from fastapi.responses import JSONResponse, Response
 
 from semsearch import __version__
-from semsearch.api import explain, gather, grep, retrieval
+from semsearch.api import explain, gather, grep
 from semsearch.api.auth import require_token
+from semsearch.api.retrieval import SearchEngine
 from semsearch.api.runs import FINISHED, Leases, Runs
 from semsearch.api.store import ANN_KIND, Store
 from semsearch.config import Settings
@@ -73,6 +74,10 @@ def get_runs(request: Request) -> Runs:
     return request.app.state.runs  # type: ignore[no-any-return]
 
 
+def get_engine(request: Request) -> SearchEngine:
+    return request.app.state.engine  # type: ignore[no-any-return]
+
+
 def get_settings(request: Request) -> Settings:
     return request.app.state.settings  # type: ignore[no-any-return]
 
@@ -83,6 +88,7 @@ EmbedderDep = Annotated[EmbedderClient, Depends(get_embedder)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 LeasesDep = Annotated[Leases, Depends(get_leases)]
 RunsDep = Annotated[Runs, Depends(get_runs)]
+EngineDep = Annotated[SearchEngine, Depends(get_engine)]
 
 MAX_CAT_LINES = 5_000  # one read returns at most this many lines; page with startLine
 
@@ -250,19 +256,15 @@ def finish_run(run_id: str, body: RunFinish, runs: RunsDep) -> Run:
 
 
 @v1.post("/search")
-def search(
-    body: SearchRequest, store: StoreDep, embedder: EmbedderDep, folders: FoldersDep, settings: SettingsDep
-) -> SearchResponse:
+def search(body: SearchRequest, engine: EngineDep) -> SearchResponse:
     """Rank chunks for a query (hybrid vector + BM25, filters inside the query). Every interface calls this."""
-    return retrieval.search(body, store, embedder, folders, settings)
+    return engine.search(body)
 
 
 @v1.post("/gather")
-def gather_(
-    body: GatherRequest, store: StoreDep, embedder: EmbedderDep, folders: FoldersDep, settings: SettingsDep
-) -> GatherResponse:
+def gather_(body: GatherRequest, engine: EngineDep) -> GatherResponse:
     """Search, then pack the hits (with context lines) into one Markdown block for a context window."""
-    return gather.gather(body, store, embedder, folders, settings)
+    return gather.gather(body, engine)
 
 
 @v1.get("/files")

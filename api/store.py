@@ -348,7 +348,7 @@ class Store:
         return [dict(row, cosine=float(c)) for row, c in zip(rows, cosine, strict=True)]
 
     def lexical_search(self, terms: list[str], limit: int, where: str) -> list[dict[str, Any]]:
-        """BM25 over the `lexical` column (OR of the terms); rows carry their vector for the cosine."""
+        """BM25 over the `lexical` column (OR of the terms); each row has `bm25`, and its vector for the cosine."""
         if self._chunks is None or not terms or not self.fts_ready:
             return []
         query = " ".join(terms)
@@ -362,6 +362,7 @@ class Store:
         rows = cast(list[dict[str, Any]], result.drop(["vector"]).to_pylist())
         for i, row in enumerate(rows):
             row["vector"] = matrix[i] if matrix is not None else None
+            row["bm25"] = float(row.pop("_score"))  # LanceDB's column name stays in here
         return rows
 
     def doc_freq(self, term: str, cap: int) -> int:

@@ -19,7 +19,7 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ from rich.console import Console
 from rich.table import Table
 
 from eval.datasets import BUILDERS, HERE, SHARED, Dataset
-from semsearch.api.fusion import lexical_balance, rrf
+from semsearch.api.fusion import Candidate, FusionParams, fuse
 from semsearch.config import Settings
 from semsearch.processes import Service, start_api, start_embedder
 
@@ -121,29 +121,14 @@ class Evaluator:
         return out
 
 
-@dataclass(frozen=True)
-class Fusion:
-    rrf_k: float
-    lexical_gain: float
-    vector_gain: float
-    bias: float
-    bound: float = 4.0
-
-
-def fuse_offline(data: Dataset, arms: dict[str, dict[str, Any]], fusion: Fusion) -> dict[str, dict[str, float]]:
-    """What the API's hybrid ranking would return, from each arm's candidates (same functions)."""
+def fuse_offline(data: Dataset, arms: dict[str, dict[str, Any]], params: FusionParams) -> dict[str, dict[str, float]]:
+    """What the API's hybrid ranking would return, from each arm's candidates: the API's own `fuse`."""
     run = {}
     for qid, arm in arms.items():
         paths = {a[0]: a[1] for a in arm["vector"]} | {a[0]: a[1] for a in arm["lexical"]}
-        weight = lexical_balance(
-            [a[3] for a in arm["lexical"]],
-            [a[2] for a in arm["vector"]],
-            fusion.lexical_gain,
-            fusion.vector_gain,
-            fusion.bias,
-            fusion.bound,
+        fused, _ = fuse(
+            [Candidate(a[0], a[2]) for a in arm["vector"]], [Candidate(a[0], a[3]) for a in arm["lexical"]], params
         )
-        fused = rrf([a[0] for a in arm["vector"]], [a[0] for a in arm["lexical"]], fusion.rrf_k, 1.0, weight)
         ranked: dict[str, None] = {}
         for f in fused:
             ranked.setdefault(data.doc_id(paths[f.id]), None)
@@ -160,8 +145,12 @@ def tune(evaluator: Evaluator, data: Dataset, data_dir: Path) -> dict[str, Any]:
         arms = evaluator.collect_arms(data, env, "train")
     finally:
         service.stop()
-    grid = [Fusion(k, 0, 0, 0) for k in (5, 10, 30, 60)] + [
-        Fusion(k, lg, vg, b) for k in (10, 30, 60) for lg in (6, 9, 12) for vg in (12, 18, 24) for b in (-0.5, 0.0, 0.5)
+    grid = [FusionParams(k) for k in (5, 10, 30, 60)] + [
+        FusionParams(k, lexical_gain=lg, vector_gain=vg, bias=b)
+        for k in (10, 30, 60)
+        for lg in (6, 9, 12)
+        for vg in (12, 18, 24)
+        for b in (-0.5, 0.0, 0.5)
     ]
     table = [asdict(f) | score(data.qrels["train"], fuse_offline(data, arms, f)) for f in grid]
     best = max(table, key=lambda row: row["nDCG@10"])

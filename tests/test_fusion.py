@@ -143,3 +143,22 @@ def test_clauses_that_cannot_exclude_a_row_are_left_out() -> None:
     gone = later.with_files("api", added=[], removed=["Archive/plan.md"], hidden=False)
     assert "NOT LIKE '%archive%'" not in where(build(request, ["api"], Settings(), gone))
     assert "superseded" in where(build(request, ["api"], Settings(), gone))  # hidden is never reset
+
+
+def test_fuse_is_the_one_ranking_the_api_and_eval_share() -> None:
+    """`make eval` tunes with the function the API serves, not a copy of it."""
+    import eval.run
+    from semsearch.api import fusion, retrieval
+
+    assert eval.run.fuse is fusion.fuse and retrieval.fuse is fusion.fuse
+    vector = [fusion.Candidate(i, c) for i, c in [("a", 0.9), ("b", 0.5), ("c", 0.4)]]
+    lexical = [fusion.Candidate(i, s) for i, s in [("c", 12.0), ("d", 3.0)]]
+    plain = fusion.FusionParams(rrf_k=10)
+    fused, weight = fusion.fuse(vector, lexical, plain, balanced=False)
+    assert [f.id for f in fused] == [f.id for f in rrf(["a", "b", "c"], ["c", "d"], 10)] and weight == 1.0
+    # With gains and bias 0 the balance is 1: balanced equals plain RRF.
+    assert fusion.fuse(vector, lexical, plain)[0] == fused
+    # A decisive BM25 top hit and flat cosines raise BM25's weight.
+    flat = [fusion.Candidate(f"v{i}", 0.5 - i / 1000) for i in range(10)]
+    tuned = fusion.FusionParams(rrf_k=10, lexical_gain=9, vector_gain=12, bias=-0.5)
+    assert fusion.fuse(flat, lexical, tuned)[1] > 1.0 > fusion.fuse(vector, [], tuned)[1]
