@@ -105,9 +105,7 @@ class FolderStats:
 
 
 class Store:
-    def __init__(
-        self, index_dir: Path, retention: timedelta = VERSION_RETENTION, housekeeping_every: int = 200
-    ) -> None:
+    def __init__(self, index_dir: Path, retention: timedelta, housekeeping_every: int) -> None:
         index_dir.mkdir(parents=True, exist_ok=True)
         self.index_dir = index_dir
         self._meta_path = index_dir / "meta.json"

@@ -34,7 +34,7 @@ from semsearch.corpus.discovery import FileList
 from semsearch.corpus.extract import Unindexable, extract
 from semsearch.embedder.client import EmbedderClient
 from semsearch.embedder.model import load
-from semsearch.indexer.chunker import chunk_document
+from semsearch.indexer.chunker import ChunkSizes, chunk_document
 from semsearch.processes import start_api, start_embedder
 
 HERE = Path(__file__).resolve().parent
@@ -97,7 +97,7 @@ def corpus_chunks(root: Path, count: Callable[[list[str]], list[int]]) -> list[s
             doc = extract(root / rel, settings.max_document_bytes)
         except Unindexable:
             continue
-        texts += [c.text for c in chunk_document(doc, count)[0]]
+        texts += [c.text for c in chunk_document(doc, count, ChunkSizes.from_settings(settings))[0]]
     return texts
 
 

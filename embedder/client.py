@@ -83,13 +83,3 @@ class EmbedderClient:
         request = pb.EmbedRequest(inputs=[pb.EmbedInput(text=text, kind=pb.INPUT_KIND_QUERY)])
         response: pb.EmbedResponse = self._call("Embed", request)  # type: ignore[assignment]
         return np.frombuffer(response.vectors, dtype="<f4"), response.model_id
-
-    def wait_ready(self, timeout: float) -> pb.InfoResponse:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                return self.info()
-            except EmbedderError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)

@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import html
 import json
 import re
@@ -130,15 +129,6 @@ def code(work: Path) -> Dataset:
     folder = root / "src" / "click"
     doc_of = {p.name: p.name for p in folder.glob("*.py")}
     return Dataset("code", folder, {"test": queries}, {"test": qrels_path}, doc_of)
-
-
-def fingerprint(folder: Path) -> str:
-    digest = hashlib.sha256()
-    for path in sorted(folder.rglob("*")):
-        if path.is_file():
-            digest.update(str(path.relative_to(folder)).encode())
-            digest.update(str(path.stat().st_size).encode())
-    return digest.hexdigest()[:12]
 
 
 BUILDERS = {"scifact": scifact, "faq": faq, "code": code}

@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from semsearch.config import Settings
 from semsearch.corpus.extract import Document, Segment
 from semsearch.schemas import DocMeta
 
@@ -132,9 +133,22 @@ def _markdown_sections(lines: list[tuple[int, str]]) -> Iterable[_Section]:
         yield current
 
 
-def chunk_document(
-    doc: Document, count: CountTokens, target: int = 200, overlap: int = 35, limit: int = 254
-) -> tuple[list[Chunk], DocMeta]:
+@dataclass(frozen=True)
+class ChunkSizes:
+    """Token budgets of a chunk (counted with the model's tokenizer); their values and reasons are
+    settings (`chunk_tokens`, `chunk_overlap_tokens`, `chunk_max_tokens`)."""
+
+    target: int
+    overlap: int
+    limit: int
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ChunkSizes:
+        return cls(settings.chunk_tokens, settings.chunk_overlap_tokens, settings.chunk_max_tokens)
+
+
+def chunk_document(doc: Document, count: CountTokens, sizes: ChunkSizes) -> tuple[list[Chunk], DocMeta]:
+    target, overlap, limit = sizes.target, sizes.overlap, sizes.limit
     parts, meta = sections(doc)
     counter = _CachedCounter(count)
     counter.prime(line for part in parts for _, line in part.lines)
@@ -146,10 +160,10 @@ def chunk_document(
     return chunks, meta
 
 
-def chunk_text(text: str, count: CountTokens, target: int = 200, overlap: int = 35, limit: int = 254) -> list[Chunk]:
+def chunk_text(text: str, count: CountTokens, sizes: ChunkSizes) -> list[Chunk]:
     """Plain text (no Markdown rules): convenience for callers and tests."""
     doc = Document([Segment(text)], markdown=False, sha256="", mtime_ns=0, size=len(text))
-    return chunk_document(doc, count, target, overlap, limit)[0]
+    return chunk_document(doc, count, sizes)[0]
 
 
 class _CachedCounter:

@@ -28,7 +28,7 @@ from semsearch.config import Settings
 from semsearch.corpus.discovery import FileList, size_limit
 from semsearch.corpus.extract import Unindexable, extract
 from semsearch.embedder.client import EmbedderClient
-from semsearch.indexer.chunker import chunk_document
+from semsearch.indexer.chunker import ChunkSizes, chunk_document
 from semsearch.indexer.progress import Reporter
 from semsearch.report import summary_line
 from semsearch.schemas import (
@@ -318,13 +318,7 @@ class Indexer:
         except Unindexable as exc:
             return exc
         stamp = FileStamp(path=rel, mtime_ns=doc.mtime_ns, size=doc.size, sha256=doc.sha256)
-        chunks, meta = chunk_document(
-            doc,
-            self.embedder.count_tokens,
-            self.settings.chunk_tokens,
-            self.settings.chunk_overlap_tokens,
-            self.settings.chunk_max_tokens,
-        )
+        chunks, meta = chunk_document(doc, self.embedder.count_tokens, ChunkSizes.from_settings(self.settings))
         return Prepared(
             stamp,
             [

@@ -73,7 +73,7 @@ def embedder(embedder_addr: str) -> Iterator[EmbedderClient]:
     client.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # a module's stacks stop when it ends, so they never pile up
 def api_factory(embedder_addr: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     started: list[Stack] = []
 

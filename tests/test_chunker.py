@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from semsearch.config import Settings
 from semsearch.corpus.extract import Document, Segment
 from semsearch.embedder.client import EmbedderClient
-from semsearch.indexer.chunker import chunk_document, chunk_text, parse_frontmatter
+from semsearch.indexer.chunker import ChunkSizes, chunk_document, chunk_text, parse_frontmatter
+
+SIZES = ChunkSizes.from_settings(Settings())
 
 
 def markdown(text: str) -> Document:
@@ -12,13 +15,13 @@ def markdown(text: str) -> Document:
 
 
 def test_empty_and_blank_text_give_no_chunks(embedder: EmbedderClient) -> None:
-    assert chunk_text("", embedder.count_tokens) == []
-    assert chunk_text("\n\n   \n", embedder.count_tokens) == []
+    assert chunk_text("", embedder.count_tokens, SIZES) == []
+    assert chunk_text("\n\n   \n", embedder.count_tokens, SIZES) == []
 
 
 def test_lines_are_packed_with_overlap_and_correct_line_numbers(embedder: EmbedderClient) -> None:
     lines = [f"line {i}: the quick brown fox jumps over the lazy dog" for i in range(1, 101)]
-    chunks = chunk_text("\n".join(lines), embedder.count_tokens, target=200, overlap=35, limit=254)
+    chunks = chunk_text("\n".join(lines), embedder.count_tokens, ChunkSizes(200, 35, 254))
     assert len(chunks) > 1
     assert chunks[0].start_line == 1 and chunks[-1].end_line == 100
     for chunk in chunks:
@@ -39,7 +42,7 @@ def test_chunks_end_at_paragraph_boundaries_when_they_can(embedder: EmbedderClie
     paragraphs = [
         "\n".join(f"paragraph {p} sentence {s} about turbines and rotor blades" for s in range(6)) for p in range(8)
     ]
-    chunks = chunk_text("\n\n".join(paragraphs), embedder.count_tokens, target=200, overlap=0, limit=254)
+    chunks = chunk_text("\n\n".join(paragraphs), embedder.count_tokens, ChunkSizes(200, 0, 254))
     assert len(chunks) > 2
     for chunk in chunks[:-1]:
         assert chunk.text.splitlines()[-1].endswith("sentence 5 about turbines and rotor blades")
@@ -51,7 +54,7 @@ def test_no_chunk_exceeds_the_limit_for_long_lines_and_giant_words(embedder: Emb
     cjk = "漢字" * 700  # one 1,400-character word: slices of 500 characters are still too long
     long_paragraph = " ".join(f"word{i}" for i in range(900))
     text = "\n".join(["header", minified, giant_word, cjk, long_paragraph, "footer"])
-    chunks = chunk_text(text, embedder.count_tokens, target=200, overlap=35, limit=254)
+    chunks = chunk_text(text, embedder.count_tokens, ChunkSizes(200, 35, 254))
     counts = embedder.count_tokens([c.text for c in chunks])
     assert max(counts) <= 254
     assert chunks[0].start_line == 1 and chunks[-1].end_line == 6
@@ -90,7 +93,7 @@ A 401 means the refresh token was revoked.
 
 Invoices are sent monthly.
 """
-    chunks, meta = chunk_document(markdown(text), embedder.count_tokens)
+    chunks, meta = chunk_document(markdown(text), embedder.count_tokens, SIZES)
     assert meta.title == "Auth guide" and meta.status == "superseded"
     assert meta.superseded_by == "reference/auth.md" and meta.date == "2026-03-01"
     assert meta.tags == ["auth", "security"]
@@ -123,5 +126,5 @@ def test_each_distinct_line_is_counted_once(embedder: EmbedderClient) -> None:
         return embedder.count_tokens(texts)
 
     text = "\n".join(["same line repeated"] * 500 + [f"distinct {i}" for i in range(300)])
-    chunk_text(text, counting)
+    chunk_text(text, counting, SIZES)
     assert calls == [301]  # one batched call, each distinct line once

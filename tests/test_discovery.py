@@ -17,6 +17,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from semsearch.config import Settings
 from semsearch.corpus.discovery import FileList
 
 GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
@@ -26,6 +27,10 @@ GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT
 def git(cwd: Path, *args: str) -> None:
     subprocess.run(["git", "-c", "protocol.file.allow=always", *args], cwd=cwd, env=GIT_ENV, check=True,
                    capture_output=True)  # fmt: skip
+
+
+def listing(root: Path) -> FileList:
+    return FileList.from_settings(root, Settings())
 
 
 def all_paths(root: Path) -> list[str]:
@@ -38,9 +43,9 @@ def all_paths(root: Path) -> list[str]:
 
 
 def assert_one_decider(root: Path) -> None:
-    files = FileList(root)
+    files = listing(root)
     listed = set(files.files())
-    explained = {p for p in all_paths(root) if FileList(root).explain(p).included}
+    explained = {p for p in all_paths(root) if listing(root).explain(p).included}
     assert listed == explained, (sorted(listed - explained), sorted(explained - listed))
     assert not any(".git/" in p or p.endswith(".git") for p in listed)
 
@@ -55,11 +60,11 @@ def test_nested_repository_that_is_not_a_submodule(tmp_path: Path) -> None:
     (outer / "inner" / ".gitignore").write_text("*.log\n")
     git(outer, "init", "-q")
     git(outer / "inner", "init", "-q")
-    files = sorted(FileList(outer).files())
+    files = sorted(listing(outer).files())
     assert files == ["a.txt", "inner/.gitignore", "inner/b.txt"]
-    assert FileList(outer).explain("inner/b.txt").included
-    assert not FileList(outer).explain("inner/skip.log").included
-    assert FileList(outer).explain("inner/.git/config").rule == "vcs-internal"
+    assert listing(outer).explain("inner/b.txt").included
+    assert not listing(outer).explain("inner/skip.log").included
+    assert listing(outer).explain("inner/.git/config").rule == "vcs-internal"
     assert_one_decider(outer)
 
 
@@ -78,7 +83,7 @@ def test_submodule_files_follow_their_own_rules(tmp_path: Path) -> None:
     git(app, "submodule", "add", "-q", str(lib), "vendor/lib")
     (app / "vendor" / "lib" / "out").mkdir()
     (app / "vendor" / "lib" / "out" / "gen.py").write_text("generated\n")
-    files = set(FileList(app).files())
+    files = set(listing(app).files())
     assert {"main.py", "vendor/lib/lib.py"} <= files and "vendor/lib/out/gen.py" not in files
     assert_one_decider(app)
 

@@ -75,7 +75,19 @@ Redeploy the previous container tag and run the database down-migration.
 
 
 @pytest.fixture(scope="module")
-def repo(tmp_path_factory: pytest.TempPathFactory, stack: Stack) -> Path:
+def gitconfig(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The user's global git config, written by `repo`: the worker and the API, which list and
+    explain the files, see it as well as the CLI (as they would, running as the same user)."""
+    return tmp_path_factory.mktemp("git-home") / "gitconfig"
+
+
+@pytest.fixture(scope="module")
+def stack(api_factory: Any, gitconfig: Path) -> Stack:
+    return api_factory(GIT_CONFIG_GLOBAL=str(gitconfig))  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory, stack: Stack, gitconfig: Path) -> Path:
     base = tmp_path_factory.mktemp("indexer")
     root = base / "workspace"
     (root / "src").mkdir(parents=True)
@@ -129,7 +141,6 @@ def repo(tmp_path_factory: pytest.TempPathFactory, stack: Stack) -> Path:
             path.write_text(content)
     (root / "link-outside").symlink_to(outside / "secret.txt")
 
-    gitconfig = base / "gitconfig"
     (base / "global-ignore").write_text("*.globalignored\n")
     gitconfig.write_text(
         f"[core]\n\texcludesFile = {base / 'global-ignore'}\n[user]\n\tname = t\n\temail = t@example.com\n"

@@ -164,13 +164,8 @@ def size_limit(name: str, max_file_size: int, max_document_size: int) -> int:
 class FileList:
     """The indexable files of one folder. Build once per run; `files()` is the list."""
 
-    def __init__(
-        self,
-        root: Path,
-        max_file_size: int = 500_000,
-        max_document_size: int = 25_000_000,
-        global_ignore: Path | None = None,
-    ) -> None:
+    def __init__(self, root: Path, max_file_size: int, max_document_size: int, global_ignore: Path | None) -> None:
+        """Use `from_settings`: the limits are settings, with their reasons there."""
         self.root = root
         self.max_file_size = max_file_size
         self.max_document_size = max_document_size

@@ -1,0 +1,85 @@
+"""The fast tier: the API app in this process (Starlette's TestClient over httpx, lifespan and
+all) on a real LanceDB in a temporary directory, the real model behind a real gRPC server on
+loopback in this process, and the indexer's own `Indexer.run` writing through the API — no
+subprocess. `make test-fast` runs this tier (and every other test not marked `e2e`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from semsearch.api.app import create_app
+from semsearch.client import ApiClient
+from semsearch.config import Settings
+from semsearch.embedder.client import EmbedderClient
+from semsearch.embedder.model import load
+from semsearch.embedder.server import EmbedderService, build_server
+from semsearch.indexer.progress import Reporter
+from semsearch.indexer.run import Indexer
+from semsearch.processes import free_port
+
+
+@pytest.fixture(scope="module")
+def embedder_address() -> Iterator[str]:
+    settings = Settings()
+    encoder = load(None, settings.max_seq_length, settings.model_batch_size, settings.threads,
+                   settings.model_cache_dir, settings.model_batch_tokens, settings.model_compute)  # fmt: skip
+    address = f"127.0.0.1:{free_port()}"
+    server = build_server(EmbedderService(encoder, 0.0), address)
+    server.start()
+    yield address
+    server.stop(grace=1).wait()
+
+
+@pytest.fixture
+def settings(tmp_path: Path, embedder_address: str) -> Settings:
+    return Settings(data_dir=tmp_path / "data", embedder_addr=embedder_address, corpus_root=tmp_path)
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[TestClient]:
+    # 127.0.0.1: the Host guard answers loopback names only (TestClient's default is "testserver").
+    with TestClient(create_app(settings), base_url="http://127.0.0.1:8765") as http:
+        yield http
+
+
+def test_ready_with_the_real_model(client: TestClient) -> None:
+    ready = client.get("/readyz")
+    assert ready.status_code == 200 and ready.json()["model"].startswith("all-MiniLM-L6-v2")
+
+
+def test_guards_answer_in_process(client: TestClient, tmp_path: Path) -> None:
+    assert client.get("/v1/folders", headers={"Host": "evil.example"}).status_code == 403
+    assert client.get("/v1/folders", headers={"Origin": "http://evil.example"}).status_code == 403
+    assert client.post("/v1/search", json={"query": "x", "ext": [f"e{i}" for i in range(33)]}).status_code == 422
+    assert client.post("/v1/folders", json={"path": "/etc"}).status_code == 400
+    own = client.post("/v1/folders", json={"path": str(tmp_path)})  # holds the data directory
+    assert own.status_code == 400 and "own data" in own.json()["detail"]
+    (tmp_path / "corpus").mkdir()
+    assert client.post("/v1/folders", json={"path": str(tmp_path / "corpus")}).status_code == 201
+
+
+def test_index_and_search_through_the_app_in_process(client: TestClient, settings: Settings, tmp_path: Path) -> None:
+    """The indexer's own code, the API's own code, the real model — one process."""
+    corpus = tmp_path / "notes"
+    corpus.mkdir()
+    (corpus / "tides.md").write_text("# Tides\n\nThe spring tide comes two days after the full moon.\n")
+    (corpus / "bread.md").write_text("# Bread\n\nSourdough needs a starter fed with flour and water.\n")
+    assert client.post("/v1/folders", json={"path": str(corpus)}).status_code == 201
+    api = ApiClient(settings, url="http://127.0.0.1:8765")
+    api._http = client  # type: ignore[assignment]  # the REST client speaks to the app in this process
+    embedder = EmbedderClient(settings.embedder_target)
+    try:
+        indexer = Indexer(settings, api, embedder, Reporter(interactive=False), 1)
+        summary = indexer.run(api.folders())
+    finally:
+        embedder.close()
+    assert summary.files_processed == 2 and not summary.errors
+    hits = client.post("/v1/search", json={"query": "when is the highest tide", "k": 2}).json()["hits"]
+    assert hits[0]["relPath"] == "tides.md" and hits[0]["folder"] == "notes"
+    explained = client.get("/v1/explain", params={"path": str(corpus / "bread.md")}).json()
+    assert explained["indexed"] and explained["chunks"] == 1 and explained["stale"] is False
