@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install up test lint typecheck compose-check clean eval bench fuzz soak
+.PHONY: install up test test-fast lint typecheck compose-check clean eval bench fuzz soak
 
 install: $(STAMP)
 
@@ -35,8 +35,14 @@ compose-check: install
 	SEMSEARCH_TOKEN=ci-check $(BIN)/python -c "import compose, pathlib, subprocess, sys; \
 	  sys.exit(subprocess.call([str(pathlib.Path(compose.__file__).parent / 'docker-compose'), 'config', '-q']))"
 
+# Both tiers, in random order (pytest-randomly): the in-process and pure-function tests, and
+# the e2e tier that starts real services as processes.
 test: install lint typecheck compose-check
 	$(BIN)/pytest
+
+# The fast tier alone: no service started as a process.
+test-fast: install
+	$(BIN)/pytest -m "not e2e"
 
 clean:
 	rm -rf $(VENV) build *.egg-info proto/embedder_pb2*

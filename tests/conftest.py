@@ -23,6 +23,14 @@ __all__ = ["free_port"]
 
 BIN = Path(sys.executable).parent
 SEMSEARCH = str(BIN / "semsearch")
+# Tests that use these start real services as processes: the `e2e` tier (`make test-fast` skips it).
+PROCESS_FIXTURES = frozenset({"embedder_addr", "embedder", "api_factory", "stack"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.e2e)
 
 
 @dataclass

@@ -9,8 +9,11 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.conftest import SEMSEARCH, base_env, free_port
+
+pytestmark = pytest.mark.e2e  # starts services as processes
 
 
 def test_unreachable_api_is_one_line_naming_the_fix(tmp_path: Path) -> None:

@@ -404,6 +404,7 @@ def test_long_polls_do_not_starve_other_endpoints(api_factory: Any) -> None:
 # --- 8: tokens -------------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("token", ["", "   ", "change-me"])
 def test_empty_blank_and_example_tokens_are_refused_at_start(tmp_path: Path, token: str) -> None:
     """#8: `SEMSEARCH_TOKEN=` passed the public-bind guard and `Authorization: Bearer` was accepted."""
@@ -545,6 +546,7 @@ def _post_until_up(http: httpx.Client, bridge: Service, body: dict[str, Any], he
 # --- serve keeps the stack up -------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_serve_restarts_a_service_that_dies(tmp_path: Path) -> None:
     """#1: the API's crash made `semsearch serve` stop the embedder and the worker too."""
     import signal

