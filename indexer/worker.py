@@ -46,6 +46,9 @@ class Worker:
         self.verbose = verbose
         self.name = f"worker pid {os.getpid()} on {socket.gethostname()}"
         self.jobs: queue.Queue[_Job] = queue.Queue()
+        # One requested run at a time is taken from the API: the rest stay queued there, where
+        # identical requests share one run and can be cancelled (not here, claimed and waiting).
+        self._free = threading.Semaphore(1)
 
     def run(self, stop: threading.Event) -> None:
         threads = []
@@ -72,13 +75,18 @@ class Worker:
     def _claim_loop(self, stop: threading.Event) -> None:
         with ApiClient(self.settings) as api:
             while not stop.is_set():
+                if not self._free.acquire(timeout=0.5):
+                    continue  # the last claimed run is still being indexed
                 try:
                     run = api.claim_run(self.name, wait_s=10)
                 except ApiError:
+                    self._free.release()
                     stop.wait(RETRY_S)
                     continue
-                if run is not None:
-                    self.jobs.put(_Job(run=run))
+                if run is None:
+                    self._free.release()
+                else:
+                    self.jobs.put(_Job(run=run))  # _run_request releases the slot when it is done
 
     def _watch_loop(self, stop: threading.Event) -> None:
         while not stop.is_set():
@@ -143,6 +151,12 @@ class Worker:
             self.jobs.put(_Job(folder="*" if "*" in pending else sorted(pending)[0]))
 
     def _run_request(self, run: Run) -> None:
+        try:
+            self._execute(run)
+        finally:
+            self._free.release()
+
+    def _execute(self, run: Run) -> None:
         """A requested run, executed with the same code as a local one; its output lines go to the
         run's log (the CLI that asked prints them), its progress and summary to the run."""
         asked = run.request

@@ -584,3 +584,21 @@ def test_serve_restarts_a_service_that_dies(tmp_path: Path) -> None:
     finally:
         os.killpg(serve.pid, signal.SIGTERM)
         serve.wait(timeout=30)
+
+
+def test_a_worker_takes_one_run_at_a_time_so_floods_coalesce(api_factory: Any, tmp_path: Path) -> None:
+    """#15 with a worker: it used to claim every queued run at once, so 100 identical requests became
+    100 forced runs in its own queue. Now it takes one at a time; the rest wait in the API's queue,
+    where identical requests share one run."""
+    stack = api_factory()
+    root = write_tree(
+        tmp_path / "flood", {f"n{i}.md": f"# Note {i}\n\nThe kettle boils at step {i}.\n" for i in range(20)}
+    )
+    stack.cli("add", str(root), "--name", "flood")
+    with stack.http() as http:
+        ids = [http.post("/v1/runs", json={"force": True}).json()["id"] for _ in range(100)]
+        states = [r["state"] for r in http.get("/v1/runs").json() if r["id"] in set(ids)]
+        last = http.get(f"/v1/runs/{ids[-1]}", params={"wait": 60}).json()
+    assert len(set(ids)) <= 3, len(set(ids))
+    assert states.count("running") <= 1 and states.count("queued") <= 1, states
+    assert last["state"] == "done" and last["summary"]["filesProcessed"] == 20
