@@ -68,3 +68,20 @@ def test_serve_starts_both_services_and_stops_on_sigint(tmp_path: Path) -> None:
             raise AssertionError(f"something still listens on {port}")
         except httpx.TransportError:
             pass
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["gather", "x", "--max-tokens", "10"], "max_tokens"),
+        (["grep", "x", "-m", "5000"], "max_results"),
+        (["search", "x", "-k", "0"], "k"),
+        (["add", "/tmp", "--name", "two words"], "name"),
+    ],
+)
+def test_invalid_arguments_are_one_line_naming_the_problem(tmp_path: Path, args: list[str], named: str) -> None:
+    env = base_env(tmp_path, free_port(), "127.0.0.1:1")
+    result = subprocess.run([SEMSEARCH, *args], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and named in lines[0] and "Traceback" not in result.stderr, result.stderr
