@@ -8,6 +8,7 @@ from datetime import timedelta
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
+from fastapi_offline import FastAPIOffline
 
 from semsearch import __version__
 from semsearch.api import errors, routes
@@ -39,7 +40,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         yield
         app.state.embedder.close()
 
-    app = FastAPI(
+    # /docs and /redoc with Swagger UI's and ReDoc's files from inside the installed package
+    # (fastapi-offline): the servers this runs on are often offline, where a CDN is a blank page.
+    app = FastAPIOffline(
+        static_url="/docs-assets",
         title="semsearch",
         version=__version__,
         summary="Self-hosted retrieval over folders of code and documents: chunks, never answers.",

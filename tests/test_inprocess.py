@@ -6,6 +6,7 @@ subprocess. `make test-fast` runs this tier (and every other test not marked `e2
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -83,3 +84,18 @@ def test_index_and_search_through_the_app_in_process(client: TestClient, setting
     assert hits[0]["relPath"] == "tides.md" and hits[0]["folder"] == "notes"
     explained = client.get("/v1/explain", params={"path": str(corpus / "bread.md")}).json()
     assert explained["indexed"] and explained["chunks"] == 1 and explained["stale"] is False
+
+
+def test_api_docs_are_served_offline(client: TestClient) -> None:
+    """/docs and /redoc used to load Swagger UI from a CDN: a blank page on an offline server."""
+    for page in ("/docs", "/redoc"):
+        html = client.get(page).text
+        assert "semsearch" in html and "cdn" not in html.lower()
+        assert not re.findall(r"(?:src|href)=[\"']https?://", html), page
+        for asset in re.findall(r"(?:src|href)=[\"'](/docs-assets/[^\"']+)", html):
+            assert client.get(asset).status_code == 200, asset
+    assert (
+        client.get("/docs-assets/swagger-ui-bundle.js")
+        .headers["content-type"]
+        .startswith(("application/javascript", "text/javascript"))
+    )

@@ -16,6 +16,7 @@ import pytest
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 
+from semsearch import __version__
 from semsearch.processes import Service, free_port
 from tests.conftest import SEMSEARCH, Stack
 
@@ -212,7 +213,7 @@ def test_every_mcp_tool_over_stdio(stack: Stack, project: Path) -> None:
         params = StdioServerParameters(command=SEMSEARCH, args=["mcp"], env=stack.env)
         async with Client(params) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
-            out: dict[str, Any] = {"tools": tools}
+            out: dict[str, Any] = {"tools": tools, "version": client.server_info.version if client.server_info else ""}
             calls = tool_calls(project) | {
                 "search": {"query": "exchange refresh token", "k": 3, "folder": "api", "min_score": -1}
             }
@@ -225,6 +226,12 @@ def test_every_mcp_tool_over_stdio(stack: Stack, project: Path) -> None:
     assert set(out["tools"]) == {"search", "gather", "list_folders", "cat_file", "grep", "index", "index_status"}
     for tool in out["tools"].values():
         assert tool.input_schema.get("additionalProperties") is False
+        # Titles and hints: clients that auto-approve read-only tools need not ask about a search.
+        assert tool.title and tool.annotations is not None and tool.annotations.open_world_hint is False
+        assert tool.annotations.read_only_hint is (tool.name != "index")
+    index_hints = out["tools"]["index"].annotations
+    assert index_hints.destructive_hint is False and index_hints.idempotent_hint is True
+    assert out["version"] == __version__
     hits = json.loads(out["search"][0])
     assert hits[0]["relPath"] == "src/session.py"
     assert set(hits[0]) >= {
