@@ -88,12 +88,16 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--host", envvar="SEMSEARCH_HOST", default="127.0.0.1", show_default=True, help="API bind address.")
-@click.option("--port", envvar="SEMSEARCH_PORT", type=int, default=8765, show_default=True, help="API port.")
-@click.option("--embedder-port", envvar="SEMSEARCH_EMBEDDER_PORT", type=int, default=8766, show_default=True)
+@click.option("--host", help="API bind address (default: SEMSEARCH_HOST, 127.0.0.1).")
+@click.option("--port", type=int, help="API port (default: SEMSEARCH_PORT, 8765).")
+@click.option("--embedder-port", type=int, help="Embedder port (default: SEMSEARCH_EMBEDDER_PORT, 8766).")
 @click.option("--watch", is_flag=True, help="Also re-index registered folders as their files change.")
-def serve(host: str, port: int, embedder_port: int, watch: bool) -> None:
+def serve(host: str | None, port: int | None, embedder_port: int | None, watch: bool) -> None:
     """Run the embedder, the API and an indexer worker (their container entrypoints) until Ctrl-C."""
+    defaults = Settings()  # the flags override the settings; the settings hold the defaults
+    host = host or defaults.host
+    port = port or defaults.port
+    embedder_port = embedder_port or defaults.embedder_port
     env = dict(
         os.environ,
         SEMSEARCH_HOST=host,

@@ -160,9 +160,20 @@ def test_gather_packs_markdown_with_headers_and_budget(stack: Stack, project: Pa
         ).json()
     assert full["markdown"].startswith("### [1/2]  api  ·  src/session.py  ·  line ")
     assert "```python\n" in full["markdown"] and full["hits"] == 2
-    assert "import time" in context["markdown"] or "refresh_session" in context["markdown"]
+    assert context["hits"] == 1 and context["markdown"].startswith("### [1/1]")
     assert tight["leftOut"] >= 1 and "left out to stay within 60 tokens" in tight["markdown"]
     assert tight["tokens"] <= 60
+
+
+def test_gather_context_lines_come_from_the_file_around_the_chunk(stack: Stack, project: Path) -> None:
+    """The chunk is the `## Deploying` section (lines 3-5); two context lines bring in line 1, the
+    `# Guide` heading, which no chunk of that section holds."""
+    body = {"query": "roll the containers one by one", "k": 1, "pathGlob": ["docs/**"], "minScore": -1}
+    with stack.http() as http:
+        plain = http.post("/v1/gather", json=body).json()["markdown"]
+        widened = http.post("/v1/gather", json=body | {"contextLines": 2}).json()["markdown"]
+    assert "docs/guide.md  ·  line 3" in plain and "# Guide" not in plain.splitlines()
+    assert "docs/guide.md  ·  line 1" in widened and "# Guide" in widened.splitlines()
 
 
 def test_status_and_folders_report_counts(stack: Stack, project: Path) -> None:
