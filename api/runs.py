@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from semsearch.schemas import (
@@ -54,22 +55,29 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
+Clock = Callable[[], datetime]
+
+
 class Leases:
-    def __init__(self, ttl_s: float) -> None:
+    def __init__(self, ttl_s: float, clock: Clock = now) -> None:
+        """`clock`: the time leases are measured in (tests pass one they move by hand)."""
         self.ttl = timedelta(seconds=ttl_s)
+        self.now = clock
         self._lock = threading.Lock()
         self._by_folder: dict[str, Lease] = {}
 
     def acquire(self, folder: str, holder: str) -> Lease:
         with self._lock:
             current = self._by_folder.get(folder)
-            if current is not None and current.expires_at > now():
+            if current is not None and current.expires_at > self.now():
                 raise LeaseConflict(
                     f"folder {folder!r} is being indexed by {current.holder} since "
                     f"{current.since:%H:%M:%S} UTC; wait for that run to finish (it holds the folder until "
                     f"{current.expires_at:%H:%M:%S} UTC at most if it died)"
                 )
-            lease = Lease(id=uuid.uuid4().hex, folder=folder, holder=holder, since=now(), expires_at=now() + self.ttl)
+            lease = Lease(
+                id=uuid.uuid4().hex, folder=folder, holder=holder, since=self.now(), expires_at=self.now() + self.ttl
+            )
             self._by_folder[folder] = lease
             return lease
 
@@ -77,14 +85,14 @@ class Leases:
         """Writes need the folder's live lease if anyone holds one; renews it."""
         with self._lock:
             current = self._by_folder.get(folder)
-            if current is None or current.expires_at <= now():
+            if current is None or current.expires_at <= self.now():
                 return
             if current.id != lease_id:
                 raise LeaseConflict(
                     f"folder {folder!r} is being indexed by {current.holder}; this write was refused "
                     "so the two runs cannot interleave"
                 )
-            current.expires_at = now() + self.ttl
+            current.expires_at = self.now() + self.ttl
 
     def release(self, folder: str, lease_id: str) -> None:
         with self._lock:
@@ -94,7 +102,8 @@ class Leases:
 
 
 class Runs:
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock = now) -> None:
+        self.now = clock
         self._cond = threading.Condition()
         self._runs: OrderedDict[str, Run] = OrderedDict()
 
@@ -111,7 +120,7 @@ class Runs:
                     f"{len(queued)} index runs are already queued; wait for them (GET /v1/runs) or cancel some "
                     "(DELETE /v1/runs/ID)"
                 )
-            run = Run(id=uuid.uuid4().hex[:12], state="queued", request=asked, created_at=now())
+            run = Run(id=uuid.uuid4().hex[:12], state="queued", request=asked, created_at=self.now())
             self._runs[run.id] = run
             self._trim()
             self._cond.notify_all()
@@ -132,7 +141,7 @@ class Runs:
         with self._cond:
             for run in self._runs.values():
                 if run.state == "queued":
-                    run.state, run.worker, run.started_at = "running", worker, now()
+                    run.state, run.worker, run.started_at = "running", worker, self.now()
                     return run
             return None
 
@@ -151,7 +160,7 @@ class Runs:
             if run.state == "cancelled":
                 return run
             run.state = "cancelled" if run.cancel_requested else "failed" if result.error else "done"
-            run.summary, run.plan, run.error, run.finished_at = result.summary, result.plan, result.error, now()
+            run.summary, run.plan, run.error, run.finished_at = result.summary, result.plan, result.error, self.now()
             self._log(run, result.lines)
             self._cond.notify_all()
             return run
@@ -161,7 +170,7 @@ class Runs:
         with self._cond:
             run = self.get(run_id)
             if run.state == "queued":
-                run.state, run.finished_at = "cancelled", now()
+                run.state, run.finished_at = "cancelled", self.now()
             elif run.state == "running":
                 run.cancel_requested = True
             self._cond.notify_all()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +62,18 @@ class Stack:
 
     def http(self) -> httpx.Client:
         return httpx.Client(base_url=self.url, headers=self.headers, timeout=60)
+
+
+def wait_until_free(url: str, folder: str, timeout: float = 60) -> None:
+    """Polls until nobody holds the folder's lease (a killed writer's has expired)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        taken = httpx.post(f"{url}/v1/folders/{folder}/lease", json={"holder": "test"}, timeout=10)
+        if taken.status_code == 201:
+            httpx.delete(f"{url}/v1/folders/{folder}/lease/{taken.json()['id']}", timeout=10)
+            return
+        assert taken.status_code == 409 and time.monotonic() < deadline, taken.text
+        time.sleep(0.1)
 
 
 def base_env(data_dir: Path, api_port: int, embedder_addr: str) -> dict[str, str]:

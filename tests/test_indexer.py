@@ -19,7 +19,7 @@ import pytest
 from fpdf import FPDF
 
 from semsearch.processes import clean_env
-from tests.conftest import SEMSEARCH, Stack
+from tests.conftest import SEMSEARCH, Stack, wait_until_free
 
 
 def git(repo: Path, *args: str, env: dict[str, str] | None = None) -> None:
@@ -361,7 +361,7 @@ def test_killed_indexer_converges_to_the_uninterrupted_index(api_factory, tmp_pa
     proc.wait()
     partial = manifest(killed, "kill")
     assert 0 < len(partial) < 40
-    time.sleep(2.5)  # the dead run's lease expires
+    wait_until_free(killed.url, "kill")  # the dead run's lease expires
     killed.index()
     want = {p: (e["sha256"], e["chunks"]) for p, e in manifest(reference, "kill").items()}
     got = {p: (e["sha256"], e["chunks"]) for p, e in manifest(killed, "kill").items()}

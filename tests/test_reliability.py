@@ -20,7 +20,7 @@ import lancedb
 import pytest
 
 from semsearch.processes import Service, api_env, free_port, start_api, start_embedder
-from tests.conftest import SEMSEARCH
+from tests.conftest import SEMSEARCH, wait_until_free
 
 pytestmark = pytest.mark.e2e  # starts services as processes
 
@@ -83,7 +83,7 @@ def test_embedder_dying_mid_run_is_retried_to_the_same_index(reference, tmp_path
         embedder.proc.send_signal(signal.SIGKILL)  # fault injector: the embedder dies
         embedder.proc.wait()
         assert len(manifest(env, "corpus")) < len(expected)
-        time.sleep(2)
+        time.sleep(2)  # the fault: the embedder stays down this long
         embedder, _ = start_embedder(tmp_path / "e2.log", port=port)  # …and comes back
         out, _ = run.communicate(timeout=300)
         assert run.returncode == 0
@@ -172,7 +172,7 @@ def test_indexer_killed_at_20_random_points_converges(tmp_path: Path, embedder_a
             run.wait()
             shas = chunk_shas(tmp_path / "data")
             assert all(len(v) == 1 for v in shas.values()), round_
-        time.sleep(1.2)  # let the dead runs' leases lapse (SEMSEARCH_LEASE_TTL_S below)
+        wait_until_free(env["SEMSEARCH_URL"], "corpus")  # the dead runs' leases lapse (SEMSEARCH_LEASE_TTL_S)
         index(env)
         fresh, fresh_env = start_api(tmp_path / "fresh", embedder_addr)
         subprocess.run([SEMSEARCH, "add", str(work)], env=fresh_env, check=True, capture_output=True)
@@ -212,7 +212,7 @@ def test_full_disk_fails_in_plain_words_and_recovers(small_disk: Path, tmp_path:
         hits = httpx.post(f"{env['SEMSEARCH_URL']}/v1/search", json={"query": "rings of Saturn"}).json()["hits"]
         assert hits and hits[0]["relPath"] == "first.md"  # what was committed still answers
         ballast.unlink()
-        time.sleep(1.2)
+        wait_until_free(env["SEMSEARCH_URL"], "corpus")
         assert json.loads(index(env).stdout.strip().splitlines()[-1])["filesProcessed"] == 40
     finally:
         api.stop()
