@@ -15,14 +15,23 @@ from typing import Annotated, Any, TypeVar
 import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import TextContent, ToolAnnotations
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
 from semsearch import __version__
 from semsearch.client import ApiClient, ApiError
 from semsearch.config import Settings
 from semsearch.project import LOCAL_FILENAME, ProjectConfig, warn
-from semsearch.schemas import GatherRequest, GrepRequest, RunRequest, SearchRequest
+from semsearch.schemas import (
+    Folder,
+    GatherRequest,
+    GrepRequest,
+    GrepResponse,
+    Run,
+    RunRequest,
+    SearchRequest,
+    Wire,
+)
 from semsearch.text import fence_for, one_line
 
 DEFAULT_DESCRIPTION = (
@@ -34,13 +43,39 @@ M = TypeVar("M", bound=BaseModel)
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 INDEX_WAIT_S = 30.0  # the `index` tool answers within this; longer runs return a run id to poll
 
-SEARCH_FIELDS = ("filePath", "folder", "relPath", "startLine", "endLine", "page", "heading", "text")
+
+# What the tools return as structure (`structuredContent`, described by each tool's `outputSchema`),
+# beside the text block for clients that read only text.
+class SearchHit(Wire):
+    file_path: str
+    folder: str
+    rel_path: str
+    start_line: int
+    end_line: int
+    page: int | None = None
+    heading: str | None = None
+    text: str
+    score: float = Field(description="Fused rank score; compare within one answer only.")
+    cosine: float = Field(description="Cosine similarity of query and chunk, comparable across queries.")
+    label: str = Field(description="Why it is here: [semantic 0.71], [both 0.69], [keyword 0.40], [exact match].")
+    stale: bool = Field(description="The file changed on disk after it was indexed.")
 
 
-def _hit_json(hit: dict[str, Any]) -> dict[str, Any]:
-    out = {key: hit[key] for key in SEARCH_FIELDS if hit.get(key) is not None}
-    out.update(score=hit["score"], cosine=hit["cosine"], label=hit["label"], stale=hit["stale"])
-    return out
+class SearchOutput(Wire):
+    hits: list[SearchHit]
+    message: str | None = Field(None, description="Why there are no hits, when there are none.")
+
+
+class FoldersOutput(Wire):
+    folders: list[Folder]
+
+
+class RunOutput(Run):
+    hint: str | None = Field(None, description="What to do next while the run is not finished.")
+
+
+def structured(text: str, value: Wire) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=value.dump())
 
 
 class Bridge:
@@ -86,21 +121,25 @@ class Bridge:
             params["path_glob"] = self.project.include
         return {k: v for k, v in params.items() if v is not None}
 
-    async def search(self, **params: Any) -> list[TextContent]:
+    async def search(self, **params: Any) -> CallToolResult:
         response = await self.call(self.api.search, self.request(SearchRequest, self._scoped(params)))
-        hits = [_hit_json(h.dump()) for h in response.hits]
-        out = [TextContent(type="text", text=json.dumps(hits, ensure_ascii=False))]
-        if not hits and response.message:
-            out.append(TextContent(type="text", text=response.message))
-        return out
+        out = SearchOutput(
+            hits=[SearchHit.model_validate(h.model_dump()) for h in response.hits],
+            message=None if response.hits else response.message,
+        )
+        hits = [h.model_dump(mode="json", by_alias=True, exclude_none=True) for h in out.hits]
+        result = structured(json.dumps(hits, ensure_ascii=False), out)
+        if out.message:
+            result.content.append(TextContent(type="text", text=out.message))
+        return result
 
     async def gather(self, **params: Any) -> str:
         response = await self.call(self.api.gather, self.request(GatherRequest, self._scoped(params)))
         return str(response.markdown)
 
-    async def list_folders(self) -> str:
+    async def list_folders(self) -> CallToolResult:
         folders = await self.call(self.api.folders)
-        return json.dumps([f.dump() for f in folders], ensure_ascii=False)
+        return structured(json.dumps([f.dump() for f in folders], ensure_ascii=False), FoldersOutput(folders=folders))
 
     async def cat_file(self, file_path: str, start_line: int, end_line: int | None) -> str:
         content = await self.call(self.api.read_file, file_path, start_line, end_line)
@@ -111,7 +150,7 @@ class Bridge:
         )
         return f"{header}\n{fence}\n{content.text}\n{fence}"
 
-    async def grep(self, **params: Any) -> str:
+    async def grep(self, **params: Any) -> CallToolResult:
         response = await self.call(self.api.grep, self.request(GrepRequest, params))
         lines = [
             f"{one_line(m.folder)} · {one_line(m.rel_path)}:{m.line}  {one_line(m.text)}" for m in response.matches
@@ -120,27 +159,28 @@ class Bridge:
             lines.append(f"No matches in {response.files_searched} files.")
         if response.truncated:
             lines.append("(truncated: narrow with folder or fileGlob, or raise maxResults)")
-        return "\n".join(lines)
+        return structured("\n".join(lines), response)
 
-    async def index(self, root: str | None, force: bool, max_files: int | None) -> str:
+    async def index(self, root: str | None, force: bool, max_files: int | None) -> CallToolResult:
         folder = await self._folder_name(root) if root else None
         run = await self.call(self.api.request_run, RunRequest(folder=folder, force=force, max_files=max_files))
         deadline = time.monotonic() + INDEX_WAIT_S
         while run.state in ("queued", "running") and time.monotonic() < deadline:
             run = await self.call(self.api.run, run.id, min(10.0, max(0.5, deadline - time.monotonic())))
-        return json.dumps(self._run_view(run), ensure_ascii=False)
+        return self._run_view(run)
 
-    async def index_status(self, run_id: str) -> str:
-        return json.dumps(self._run_view(await self.call(self.api.run, run_id)), ensure_ascii=False)
+    async def index_status(self, run_id: str) -> CallToolResult:
+        return self._run_view(await self.call(self.api.run, run_id))
 
     @staticmethod
-    def _run_view(run: Any) -> dict[str, Any]:
-        view = run.dump()
+    def _run_view(run: Run) -> CallToolResult:
+        hint = None
         if run.state in ("queued", "running"):
-            view["hint"] = f"still {run.state}; call index_status with run_id {run.id!r}"
+            hint = f"still {run.state}; call index_status with run_id {run.id!r}"
         if run.state == "queued":
-            view["hint"] += " (no indexer worker picked it up yet: is `semsearch serve` running?)"
-        return view  # type: ignore[no-any-return]
+            hint = f"{hint} (no indexer worker picked it up yet: is `semsearch serve` running?)"
+        view = RunOutput.model_validate(run.model_dump() | {"hint": hint})
+        return structured(json.dumps(view.dump(), ensure_ascii=False), view)
 
     async def _folder_name(self, root: str) -> str:
         folders = await self.call(self.api.folders)
@@ -175,7 +215,7 @@ def build_server(settings: Settings, project: ProjectConfig | None = None) -> MC
         exclude: Annotated[str | None, Field(description="Skip paths containing these fragments, a,b.")] = None,
         include_all: Annotated[bool, Field(description="Include superseded/archived documents.")] = False,
         min_score: Annotated[float | None, Field(ge=-1, le=1, description="Cosine threshold override.")] = None,
-    ) -> list[TextContent]:
+    ) -> Annotated[CallToolResult, SearchOutput]:
         return await bridge.search(
             query=query, k=k, folder=folder, path_glob=path_glob, exclude=exclude, include_all=include_all,
             min_score=min_score,
@@ -202,7 +242,7 @@ def build_server(settings: Settings, project: ProjectConfig | None = None) -> MC
         annotations=READ_ONLY,
         description="The indexed folders: name, path, files, chunks, last indexed.",
     )
-    async def list_folders() -> str:
+    async def list_folders() -> Annotated[CallToolResult, FoldersOutput]:
         return await bridge.list_folders()
 
     @server.tool(
@@ -233,7 +273,7 @@ def build_server(settings: Settings, project: ProjectConfig | None = None) -> MC
         caseSensitive: bool = False,  # noqa: N803
         regex: bool = False,
         maxResults: Annotated[int, Field(ge=1, le=1000)] = 100,  # noqa: N803
-    ) -> str:
+    ) -> Annotated[CallToolResult, GrepResponse]:
         return await bridge.grep(
             pattern=pattern, folder=folder, file_glob=fileGlob, case_sensitive=caseSensitive, regex=regex,
             max_results=maxResults,
@@ -253,7 +293,7 @@ def build_server(settings: Settings, project: ProjectConfig | None = None) -> MC
         root: Annotated[str | None, Field(description="Folder name or path; all folders when omitted.")] = None,
         force: bool = False,
         maxFiles: Annotated[int | None, Field(ge=1)] = None,  # noqa: N803
-    ) -> str:
+    ) -> Annotated[CallToolResult, RunOutput]:
         return await bridge.index(root, force, maxFiles)
 
     @server.tool(
@@ -262,7 +302,9 @@ def build_server(settings: Settings, project: ProjectConfig | None = None) -> MC
         annotations=READ_ONLY,
         description="State, progress and summary of an index run started by `index`.",
     )
-    async def index_status(run_id: Annotated[str, Field(min_length=1, max_length=64)]) -> str:
+    async def index_status(
+        run_id: Annotated[str, Field(min_length=1, max_length=64)],
+    ) -> Annotated[CallToolResult, RunOutput]:
         return await bridge.index_status(run_id)
 
     forbid_unknown_arguments(server)

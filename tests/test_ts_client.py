@@ -53,6 +53,8 @@ def test_typescript_client_over_stdio(stack: Stack, project: Path) -> None:
             {"name": "grep", "arguments": {"pattern": "(unclosed", "regex": True}},
             {"name": "search", "arguments": {"query": "x", "kk": 3}},
             {"name": "list_folders", "arguments": {}},
+            {"name": "grep", "arguments": {"pattern": "outer buoy"}},
+            {"name": "search", "arguments": {"query": "zzzz qqqq", "min_score": 0.99}},
         ],
     })  # fmt: skip
     assert out["serverInfo"]["version"] == __version__
@@ -65,8 +67,21 @@ def test_typescript_client_over_stdio(stack: Stack, project: Path) -> None:
         assert tool["inputSchema"].get("additionalProperties") is False, name
     assert tools["index"]["annotations"]["idempotentHint"] is True
     assert tools["index"]["annotations"]["destructiveHint"] is False
-    search, cat, status, grep, unknown, folders = out["results"]
+    search, cat, status, grep, unknown, folders, found, empty = out["results"]
     assert not search["isError"] and json.loads(search["text"][0])[0]["relPath"] == "pilots.md"
+    # Structure beside the text, checked by the TypeScript client against each tool's outputSchema.
+    for name in ("search", "list_folders", "grep", "index", "index_status"):
+        assert tools[name].get("outputSchema", {}).get("type") == "object", name
+    assert set(tools["search"]["outputSchema"]["properties"]) == {"hits", "message"}
+    assert search["structuredContent"]["hits"][0]["relPath"] == "pilots.md"
+    assert {"filePath", "startLine", "endLine", "score", "cosine", "label", "stale"} <= set(
+        search["structuredContent"]["hits"][0]
+    )
+    assert found["structuredContent"]["matches"][0]["line"] == 3 and found["text"][0].startswith(
+        "harbour · pilots.md:3"
+    )
+    assert empty["structuredContent"] == {"hits": [], "message": empty["text"][1]} and "threshold" in empty["text"][1]
+    assert folders["structuredContent"]["folders"][0]["name"] == "harbour"
     # Every refusal reaches the agent with the API's reason and what to do.
     assert cat["isError"] and "outside the indexed folders" in cat["text"][0] and "list_folders" in cat["text"][0]
     assert status["isError"] and "no index run 'nope'" in status["text"][0]
