@@ -424,6 +424,9 @@ def main() -> None:
         }
         api.stop()
 
+    console.print("7b. MCP bridge start-up")
+    results["mcpStartup"] = bridge_startup(env)
+
     console.print("8. memory")
     results["memory"]["embedderPeakRssMb"] = round(rss_peak_mb(embedder.pid), 1)
     results["memory"]["indexerPeakRssMb_corpus"] = results["coldIndex"]["indexerPeakRssMb"]
@@ -436,6 +439,29 @@ def main() -> None:
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     report()
     console.print(f"wrote {args.out}")
+
+
+def bridge_startup(env: dict[str, str], runs: int = 10) -> dict[str, Any]:
+    """Spawn -> `initialize` answered for `semsearch mcp` (an agent spawns it at every start), p50 of
+    `runs`, side by side with a bare `python -c "import mcp.server.mcpserver"` spawn, alternating."""
+    import anyio
+    from mcp.client.client import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    semsearch = str(Path(sys.executable).parent / "semsearch")
+    bridge: list[float] = []
+    bare: list[float] = []
+
+    async def initialize() -> None:
+        started = time.perf_counter()
+        async with Client(StdioServerParameters(command=semsearch, args=["mcp"], env=env)):
+            bridge.append(time.perf_counter() - started)
+
+    for _ in range(runs):
+        anyio.run(initialize)
+        bare.append(timed(lambda: subprocess.run([sys.executable, "-c", "import mcp.server.mcpserver"], check=True)))
+    p50, bare_p50 = float(np.median(bridge)), float(np.median(bare))
+    return {"p50_s": round(p50, 3), "bareImportP50_s": round(bare_p50, 3), "ratio": round(p50 / bare_p50, 2)}
 
 
 def mcp_latency(env: dict[str, str], queries: list[str]) -> dict[str, Any]:
@@ -577,6 +603,14 @@ def report() -> None:
         if "duringIndexing" in entry:
             rows.append(("query p99 during indexing (× idle)", entry["p99RatioToIdle"], "≤ 3"))
             rows.append(("MCP stdio search p50 ms", entry["mcpStdio"]["p50_ms"], "≤ 40"))
+    startup = results["mcpStartup"]
+    rows.append(
+        (
+            "MCP spawn -> initialize p50 s (× bare `import mcp`)",
+            f"{startup['p50_s']} ({startup['ratio']})",
+            "≤ 1.5 × bare",
+        )
+    )
     memory = results["memory"]
     rows += [
         ("embedder peak RSS MB", memory["embedderPeakRssMb"], "≤ 300"),
