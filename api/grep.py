@@ -17,10 +17,8 @@ from semsearch.config import Settings
 from semsearch.corpus.discovery import FileList, size_limit
 from semsearch.corpus.extract import Unindexable, extract
 from semsearch.corpus.folders import FolderNotFound, FolderRegistry
+from semsearch.limits import GREP_MAX_LINE_CHARS, GREP_TIME_BUDGET_S
 from semsearch.schemas import GrepMatch, GrepRequest, GrepResponse
-
-TIME_BUDGET_S = 5.0
-MAX_LINE_CHARS = 300
 
 
 class BadPattern(ValueError):
@@ -46,7 +44,7 @@ def grep(request: GrepRequest, folders: FolderRegistry, settings: Settings) -> G
     if unknown:
         raise FolderNotFound(f"no folder named {unknown[0]!r}; `semsearch list` shows the registered ones")
     wanted = glob_matcher(request.file_glob) if request.file_glob else None
-    deadline = time.monotonic() + TIME_BUDGET_S
+    deadline = time.monotonic() + GREP_TIME_BUDGET_S
     matches: list[GrepMatch] = []
     searched, truncated = 0, False
     for folder in registered:
@@ -62,7 +60,7 @@ def grep(request: GrepRequest, folders: FolderRegistry, settings: Settings) -> G
             searched += 1
             for number, line in _lines(root / rel, settings):
                 if pattern.search(line):
-                    text = line.strip()[:MAX_LINE_CHARS]
+                    text = line.strip()[:GREP_MAX_LINE_CHARS]
                     path = os.path.join(folder.path, rel)
                     matches.append(GrepMatch(folder=folder.name, rel_path=rel, file_path=path, line=number, text=text))
                     if len(matches) >= request.max_results:

@@ -25,6 +25,7 @@ from semsearch.config import Settings
 from semsearch.corpus import files
 from semsearch.corpus.folders import FolderRegistry
 from semsearch.embedder.client import EmbedderClient, EmbedderError
+from semsearch.limits import MAX_CAT_LINES
 from semsearch.schemas import (
     Calibration,
     ClaimIn,
@@ -90,7 +91,6 @@ LeasesDep = Annotated[Leases, Depends(get_leases)]
 RunsDep = Annotated[Runs, Depends(get_runs)]
 EngineDep = Annotated[SearchEngine, Depends(get_engine)]
 
-MAX_CAT_LINES = 5_000  # one read returns at most this many lines; page with startLine
 
 health = APIRouter(tags=["health"])
 v1 = APIRouter(prefix="/v1", dependencies=[Depends(require_token)])

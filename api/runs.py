@@ -17,6 +17,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+from semsearch.limits import KEEP_LINES, KEEP_RUNS, MAX_QUEUED
 from semsearch.schemas import (
     Lease,
     Run,
@@ -29,9 +30,6 @@ from semsearch.schemas import (
     RunRequest,
 )
 
-KEEP_RUNS = 200  # finished runs remembered for `index_status`
-KEEP_LINES = 1_000  # a run's output lines kept for whoever follows it (the CLI prints them)
-MAX_QUEUED = 64  # distinct queued runs; identical requests share one, so only odd scripts reach this
 FINISHED = ("done", "failed", "cancelled")
 
 

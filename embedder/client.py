@@ -7,10 +7,10 @@ import time
 import grpc
 import numpy as np
 
+from semsearch.limits import MAX_EMBED_MESSAGE_BYTES as MAX_MESSAGE_BYTES
 from semsearch.proto import embedder_pb2 as pb
 from semsearch.proto import embedder_pb2_grpc as pb_grpc
 
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 # What an embedder that is stopping, restarting or overloaded answers: worth waiting out.
 TRANSIENT = (
     grpc.StatusCode.UNAVAILABLE,

@@ -19,6 +19,8 @@ from grpc_reflection.v1alpha import reflection
 from semsearch.config import load_settings
 from semsearch.embedder.model import Encoder, Interrupted, ModelError, load
 from semsearch.embedder.scheduler import PriorityGate
+from semsearch.limits import MAX_EMBED_INPUTS as MAX_INPUTS
+from semsearch.limits import MAX_EMBED_MESSAGE_BYTES as MAX_MESSAGE_BYTES
 from semsearch.malloc import limit_arenas
 from semsearch.proto import embedder_pb2 as pb
 from semsearch.proto import embedder_pb2_grpc as pb_grpc
@@ -26,8 +28,6 @@ from semsearch.proto import embedder_pb2_grpc as pb_grpc
 log = logging.getLogger("semsearch.embedder")
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Embedder"].full_name
-MAX_INPUTS = 1024  # per request: bounds memory of one call; the indexer sends 64
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 MAX_PREEMPTIONS = 3  # a bulk batch gives way to queries this often, then runs to the end
 
 

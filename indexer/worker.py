@@ -21,7 +21,8 @@ from semsearch.config import Settings
 from semsearch.embedder.client import EmbedderError
 from semsearch.indexer.main import connect
 from semsearch.indexer.progress import Reporter
-from semsearch.schemas import MAX_LOG_LINES, Run, RunFinish, RunLine, RunProgress
+from semsearch.limits import MAX_LOG_LINES
+from semsearch.schemas import Run, RunFinish, RunLine, RunProgress
 from semsearch.targets import resolve_target
 
 DEBOUNCE_MS = 1_000  # editors and `git checkout` write in bursts; one pass per burst

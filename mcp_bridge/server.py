@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field, ValidationError
 from semsearch import __version__
 from semsearch.client import ApiClient, ApiError
 from semsearch.config import Settings
+from semsearch.limits import INDEX_TOOL_WAIT_S
 from semsearch.project import LOCAL_FILENAME, ProjectConfig, warn
 from semsearch.schemas import (
     Folder,
@@ -41,7 +42,6 @@ DEFAULT_DESCRIPTION = (
 M = TypeVar("M", bound=BaseModel)
 # The tools see only the user's own folders (openWorld false); all but `index` only read.
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-INDEX_WAIT_S = 30.0  # the `index` tool answers within this; longer runs return a run id to poll
 
 
 # What the tools return as structure (`structuredContent`, described by each tool's `outputSchema`),
@@ -164,7 +164,7 @@ class Bridge:
     async def index(self, root: str | None, force: bool, max_files: int | None) -> CallToolResult:
         folder = await self._folder_name(root) if root else None
         run = await self.call(self.api.request_run, RunRequest(folder=folder, force=force, max_files=max_files))
-        deadline = time.monotonic() + INDEX_WAIT_S
+        deadline = time.monotonic() + INDEX_TOOL_WAIT_S
         while run.state in ("queued", "running") and time.monotonic() < deadline:
             run = await self.call(self.api.run, run.id, min(10.0, max(0.5, deadline - time.monotonic())))
         return self._run_view(run)

@@ -23,9 +23,10 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, field_validator
 from pydantic.alias_generators import to_camel
 
+from semsearch.limits import MAX_DESCRIPTION
+
 FILENAME = ".semsearch.json"
 LOCAL_FILENAME = ".semsearch.local.json"  # this machine's `url` / `token`; never committed
-MAX_DESCRIPTION = 500  # a sentence or two about the corpus; longer text is an attempt to steer the agent
 
 
 def warn(message: str) -> None:

@@ -14,15 +14,15 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Base64Bytes, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 from pydantic.alias_generators import to_camel
 
-# Bounds of list filters: each item becomes part of the query's SQL prefilter (or a compiled
-# glob), so an unbounded list is an unbounded expression. Real filters use a handful.
-MAX_FILTER_ITEMS = 32
-MAX_FILTER_CHARS = 256
-# Bounds of the indexer's batch writes, far above what it sends (32 files, 500 deletes per batch;
-# a chunk is at most 254 tokens), so that a batch's size in memory is bounded by more than its body.
-MAX_BATCH_FILES = 2_000
-MAX_FILE_CHUNKS = 100_000
-MAX_CHUNK_CHARS = 200_000
+from semsearch.limits import (
+    MAX_BATCH_FILES,
+    MAX_CHUNK_CHARS,
+    MAX_FILE_CHUNKS,
+    MAX_FILTER_CHARS,
+    MAX_FILTER_ITEMS,
+    MAX_LOG_LINES,
+)
+
 # Folder names appear in URLs, filters and results: a safe, short alphabet.
 FOLDER_NAME = r"^[A-Za-z0-9._-]{1,64}$"
 
@@ -206,9 +206,6 @@ class RunPlan(Wire):
     chunks_per_second: float
     disk_bytes: int
     skipped_by: dict[str, int] = {}
-
-
-MAX_LOG_LINES = 200  # per report; a run keeps its last KEEP_LINES (api/runs.py)
 
 
 class RunLine(Request):

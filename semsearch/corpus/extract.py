@@ -17,9 +17,9 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from semsearch.corpus.secrets import redact
+from semsearch.limits import MAX_DOCX_XML_BYTES
 
 MARKDOWN_EXTENSIONS = frozenset({"md", "markdown", "mdx"})
-MAX_DOCX_XML_BYTES = 50_000_000  # uncompressed document.xml; beyond this it is a zip bomb, not a document
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 
 

@@ -20,11 +20,8 @@ from semsearch.config import Settings
 from semsearch.corpus.discovery import FileList
 from semsearch.corpus.folders import FolderRegistry, RegisteredFolder, inside
 from semsearch.corpus.secrets import redact
+from semsearch.limits import LIST_REUSE_S, MAX_READ_BYTES
 
-MAX_READ_BYTES = 2_000_000  # bigger than any indexable text file; bounds a single read
-# A read looks its path up in the folder's file list (the one decider); a burst of reads (gather
-# reads every hit's context) shares one listing for this long instead of listing per read.
-LIST_REUSE_S = 2.0
 _lists: dict[tuple[str, int, int, str], tuple[float, FileList]] = {}
 _lists_lock = threading.Lock()
 

@@ -1,0 +1,39 @@
+"""Fixed limits that are not settings, each with its reason: bounds on what one request, one
+read or one run may cost. Settings (semsearch/config.py) are what a user tunes; these are what
+keeps any input bounded, whoever sends it."""
+
+from __future__ import annotations
+
+# --- requests ---------------------------------------------------------------------------------
+# Each list-filter item becomes part of the query's SQL prefilter (or a compiled glob), so an
+# unbounded list is an unbounded expression. Real filters use a handful.
+MAX_FILTER_ITEMS = 32
+MAX_FILTER_CHARS = 256
+# The indexer's batch writes: far above what it sends (32 files, 500 deletes per batch; a chunk
+# is at most 254 tokens), so that a batch's size in memory is bounded by more than its body.
+MAX_BATCH_FILES = 2_000
+MAX_FILE_CHUNKS = 100_000
+MAX_CHUNK_CHARS = 200_000
+# gRPC messages to and from the embedder: 64 chunks of 254 tokens with their vectors fit many times.
+MAX_EMBED_MESSAGE_BYTES = 64 * 1024 * 1024
+MAX_EMBED_INPUTS = 1024  # per request: bounds the memory of one call; the indexer sends 64
+
+# --- reads --------------------------------------------------------------------------------------
+MAX_READ_BYTES = 2_000_000  # bigger than any indexable text file; bounds a single read
+MAX_CAT_LINES = 5_000  # one read returns at most this many lines; page with startLine
+# A read looks its path up in the folder's file list (the one decider); a burst of reads (gather
+# reads every hit's context) shares one listing for this long instead of listing per read.
+LIST_REUSE_S = 2.0
+GREP_TIME_BUDGET_S = 5.0  # a grep over a large folder stops here and says it was truncated
+GREP_MAX_LINE_CHARS = 300  # a matched line is shown up to this long (minified files have huge lines)
+MAX_DOCX_XML_BYTES = 50_000_000  # uncompressed document.xml; beyond this it is a zip bomb, not a document
+
+# --- runs -----------------------------------------------------------------------------------------
+KEEP_RUNS = 200  # finished runs remembered for `index_status`
+KEEP_LINES = 1_000  # a run's output lines kept for whoever follows it (the CLI prints them)
+MAX_QUEUED = 64  # distinct queued runs; identical requests share one, so only odd scripts reach this
+MAX_LOG_LINES = 200  # output lines per progress report of a worker
+INDEX_TOOL_WAIT_S = 30.0  # the MCP `index` tool answers within this; longer runs return a run id to poll
+
+# --- the project's own files --------------------------------------------------------------------
+MAX_DESCRIPTION = 500  # a sentence or two about the corpus; longer text is an attempt to steer the agent
