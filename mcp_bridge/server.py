@@ -28,6 +28,7 @@ from semsearch.schemas import (
     GatherRequest,
     GrepRequest,
     GrepResponse,
+    HitSummary,
     Run,
     RunRequest,
     SearchRequest,
@@ -46,23 +47,8 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 # What the tools return as structure (`structuredContent`, described by each tool's `outputSchema`),
 # beside the text block for clients that read only text.
-class SearchHit(Wire):
-    file_path: str
-    folder: str
-    rel_path: str
-    start_line: int
-    end_line: int
-    page: int | None = None
-    heading: str | None = None
-    text: str
-    score: float = Field(description="Fused rank score; compare within one answer only.")
-    cosine: float = Field(description="Cosine similarity of query and chunk, comparable across queries.")
-    label: str = Field(description="Why it is here: [semantic 0.71], [both 0.69], [keyword 0.40], [exact match].")
-    stale: bool = Field(description="The file changed on disk after it was indexed.")
-
-
 class SearchOutput(Wire):
-    hits: list[SearchHit]
+    hits: list[HitSummary]
     message: str | None = Field(None, description="Why there are no hits, when there are none.")
 
 
@@ -124,7 +110,7 @@ class Bridge:
     async def search(self, **params: Any) -> CallToolResult:
         response = await self.call(self.api.search, self.request(SearchRequest, self._scoped(params)))
         out = SearchOutput(
-            hits=[SearchHit.model_validate(h.model_dump()) for h in response.hits],
+            hits=[HitSummary.model_validate(h.model_dump()) for h in response.hits],
             message=None if response.hits else response.message,
         )
         hits = [h.model_dump(mode="json", by_alias=True, exclude_none=True) for h in out.hits]

@@ -306,7 +306,9 @@ class SearchRequest(Request):
     arms: bool = Field(False, description="Diagnostics: also return each arm's raw candidate list.")
 
 
-class Hit(Wire):
+class HitSummary(Wire):
+    """A hit as agents get it (the MCP `search` tool): where it is, its text, and why it is there."""
+
     file_path: str
     folder: str
     rel_path: str
@@ -317,10 +319,15 @@ class Hit(Wire):
     text: str
     score: float = Field(description="Fused rank score (RRF); compare within one answer only.")
     cosine: float = Field(description="Cosine similarity of query and chunk, comparable across queries.")
-    vector_rank: int | None = None
-    bm25_rank: int | None = None
     label: str = Field(description="Why it is here: [semantic 0.71], [both 0.69], [keyword 0.40] or [exact match].")
     stale: bool = Field(False, description="The file changed on disk after it was indexed.")
+
+
+class Hit(HitSummary):
+    """…plus each arm's rank and the document's lifecycle metadata (REST, CLI)."""
+
+    vector_rank: int | None = None
+    bm25_rank: int | None = None
     status: str | None = None
     superseded_by: str | None = None
     date: str | None = None
