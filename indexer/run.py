@@ -50,49 +50,33 @@ BYTES_PER_CHUNK_OVERHEAD = 384 * 4 + 300  # vector + row overhead, for --dry-run
 STARTUP_WAIT_S = 10.0  # how long a run waits for the embedder to come up before it gives up
 
 
-@dataclass
-class Summary:
-    files_processed: int = 0
-    files_skipped: int = 0
-    files_deleted: int = 0
-    chunks_written: int = 0
-    truncated: bool = False
-    seconds: float = 0.0
-    skipped_by: Counter[str] = field(default_factory=Counter)
-    unindexable: list[dict[str, str]] = field(default_factory=list)  # files reported by name
-    errors: list[str] = field(default_factory=list)  # what made the run fail
+class Summary(RunSummary):
+    """The wire summary, counted up while a run goes."""
 
-    def add(self, other: Summary) -> None:
+    def add(self, other: RunSummary) -> None:
         self.files_processed += other.files_processed
         self.files_skipped += other.files_skipped
         self.files_deleted += other.files_deleted
         self.chunks_written += other.chunks_written
         self.truncated = self.truncated or other.truncated
-        self.skipped_by.update(other.skipped_by)
+        for reason, count in other.skipped_by.items():
+            self.skipped_by[reason] = self.skipped_by.get(reason, 0) + count
         self.unindexable += other.unindexable
         self.errors += other.errors
 
     def skip(self, reason: str) -> None:
         self.files_skipped += 1
-        self.skipped_by[reason] += 1
+        self.skipped_by[reason] = self.skipped_by.get(reason, 0) + 1
 
     def line(self, seconds: float) -> str:
-        return summary_line(self.wire(), seconds)
+        return summary_line(self, seconds)
 
     def as_json(self) -> dict[str, object]:
         return self.wire().dump()
 
     def wire(self) -> RunSummary:
-        return RunSummary(
-            files_processed=self.files_processed,
-            files_skipped=self.files_skipped,
-            files_deleted=self.files_deleted,
-            chunks_written=self.chunks_written,
-            truncated=self.truncated,
-            seconds=round(self.seconds, 2),
-            skipped_by=dict(sorted(self.skipped_by.items())),
-            unindexable=[UnindexableFile.model_validate(u) for u in self.unindexable],
-            errors=self.errors,
+        return RunSummary.model_validate(
+            self.model_dump() | {"seconds": round(self.seconds, 2), "skipped_by": dict(sorted(self.skipped_by.items()))}
         )
 
 
@@ -266,7 +250,9 @@ class Indexer:
                 if isinstance(prepared, Unindexable):
                     summary.skip(prepared.reason)
                     if prepared.reason in ("corrupt", "encrypted", "unreadable"):
-                        summary.unindexable.append({"path": rel, "reason": prepared.reason, "detail": str(prepared)})
+                        summary.unindexable.append(
+                            UnindexableFile(path=rel, reason=prepared.reason, detail=str(prepared))
+                        )
                     self.out.file("skipped", rel, f"{prepared.reason}: {prepared}")
                     continue
                 known = manifest.get(rel)
