@@ -19,7 +19,7 @@ from semsearch import __version__
 from semsearch.api import explain, gather, grep
 from semsearch.api.auth import require_token
 from semsearch.api.retrieval import SearchEngine
-from semsearch.api.runs import FINISHED, Leases, Runs
+from semsearch.api.runs import Leases, Runs
 from semsearch.api.store import ANN_KIND, Store
 from semsearch.config import Settings
 from semsearch.corpus import files
@@ -27,6 +27,7 @@ from semsearch.corpus.folders import FolderRegistry
 from semsearch.embedder.client import EmbedderClient, EmbedderError
 from semsearch.limits import MAX_CAT_LINES
 from semsearch.schemas import (
+    FINISHED,
     Calibration,
     ClaimIn,
     EmbedderStatus,

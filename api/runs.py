@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 
 from semsearch.limits import KEEP_LINES, KEEP_RUNS, MAX_QUEUED
 from semsearch.schemas import (
+    FINISHED,
     Lease,
     Run,
     RunAsked,
@@ -29,8 +30,6 @@ from semsearch.schemas import (
     RunReport,
     RunRequest,
 )
-
-FINISHED = ("done", "failed", "cancelled")
 
 
 class LeaseConflict(Exception):

@@ -57,9 +57,10 @@ class ApiClient:
     def __init__(self, settings: Settings, url: str | None = None, token: str | None = None) -> None:
         """`url`/`token`, when given, replace the settings' (a project's machine-local file)."""
         self.url = (url or settings.api_url).rstrip("/")
-        secret = token if url is not None or token is not None else None
-        if secret is None and url is None and settings.token is not None:
-            secret = settings.token.get_secret_value()
+        if url is None and token is None:
+            secret = settings.token.get_secret_value() if settings.token else None
+        else:  # a URL from elsewhere goes with that place's token only, never the settings'
+            secret = token
         headers = {"Authorization": f"Bearer {secret}"} if secret else {}
         self._http = httpx.Client(base_url=self.url, headers=headers, timeout=settings.api_timeout_s)
 

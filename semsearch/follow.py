@@ -18,10 +18,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from semsearch.client import ApiClient
 from semsearch.report import print_summary
-from semsearch.schemas import Run, RunRequest, RunSummary
+from semsearch.schemas import FINISHED, Run, RunRequest, RunSummary
 
 POLL_S = 1.0  # each status request waits this long for the run to end (a long poll)
-FINISHED = ("done", "failed", "cancelled")
 NO_WORKER = (
     "no indexer worker took index run {id} within {wait:.0f} s, so it was cancelled: start one with "
     "`semsearch serve` (it runs a worker) or `docker compose up -d indexer-worker`; or run the one-shot "

@@ -246,6 +246,9 @@ class RunReport(RunProgress):
     model_config = ConfigDict(extra="ignore")
 
 
+FINISHED = ("done", "failed", "cancelled")  # the states a run ends in
+
+
 class Run(Wire):
     id: str
     state: Literal["queued", "running", "done", "failed", "cancelled"] | str
