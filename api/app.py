@@ -7,12 +7,11 @@ from contextlib import asynccontextmanager
 from datetime import timedelta
 
 from fastapi import FastAPI
-from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
 
 from semsearch import __version__
-from semsearch.api import errors, routes
-from semsearch.api.middleware import BodyLimit, HostGuard
+from semsearch.api import errors, routes, webui
+from semsearch.api.middleware import BodyLimit, HostGuard, PagePolicy
 from semsearch.api.retrieval import SearchEngine
 from semsearch.api.runs import Leases, Runs
 from semsearch.api.store import Store
@@ -53,6 +52,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     errors.install(app)
 
+    app.add_middleware(PagePolicy)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, batch_limit=settings.max_batch_body_bytes)
     # Added last, so it runs first: a request for another host name is refused before anything else.
     app.add_middleware(
@@ -64,9 +64,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.include_router(routes.health)
     app.include_router(routes.v1)
-
-    @app.get("/", include_in_schema=False)
-    def root() -> JSONResponse:
-        return JSONResponse({"service": "semsearch", "version": __version__, "docs": "/docs"})
-
+    app.include_router(webui.router)
     return app

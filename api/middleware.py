@@ -1,5 +1,6 @@
 """Pure ASGI guards in front of every route (not BaseHTTPMiddleware, which hides client
-disconnects from long polls): which Host and Origin the API answers, and how big a body it reads.
+disconnects from long polls): which Host and Origin the API answers, how big a body it reads,
+and what the pages it serves (the web UI, the API docs) may load.
 
 Why a Host check on a loopback service: a web page the user visits can rebind its own name
 to 127.0.0.1 and then talk to the API as a same-origin page would. The Host header still
@@ -110,3 +111,49 @@ class BodyLimit:
             return message
 
         await self.app(scope, limited, send)
+
+
+# The web UI runs only its own script and talks only to this API: a string planted in a file
+# name or a chunk can neither run code nor send data elsewhere. The docs pages need their
+# inline start-up scripts; ReDoc's bundle hard-codes a logo on a CDN, which this refuses.
+UI_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
+DOCS_POLICY = (
+    "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; worker-src 'self' blob:; connect-src 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
+
+
+def page_policy(path: str) -> str | None:
+    if path == "/" or path.startswith("/ui/"):
+        return UI_POLICY
+    if path in ("/docs", "/redoc", "/docs/oauth2-redirect"):
+        return DOCS_POLICY
+    return None
+
+
+class PagePolicy:
+    """Adds a Content-Security-Policy (and no-sniff, no-referrer) to the pages this API serves."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        policy = page_policy(scope["path"]) if scope["type"] == "http" else None
+        if policy is None:
+            await self.app(scope, receive, send)
+            return
+
+        async def with_policy(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [
+                    *message.get("headers", []),
+                    (b"content-security-policy", policy.encode()),
+                    (b"x-content-type-options", b"nosniff"),
+                    (b"referrer-policy", b"no-referrer"),
+                ]
+            await send(message)
+
+        await self.app(scope, receive, with_policy)

@@ -99,3 +99,20 @@ def test_api_docs_are_served_offline(client: TestClient) -> None:
         .headers["content-type"]
         .startswith(("application/javascript", "text/javascript"))
     )
+
+
+def test_the_web_ui_is_served_from_the_package_under_a_strict_policy(client: TestClient) -> None:
+    """The page at / loads only its own files, and its policy forbids inline and foreign scripts."""
+    page = client.get("/")
+    assert page.headers["content-type"].startswith("text/html")
+    policy = page.headers["content-security-policy"]
+    assert "script-src 'self';" in policy and "connect-src 'self'" in policy and "unsafe" not in policy
+    assets = re.findall(r"(?:src|href)=[\"']([^\"'#]+)", page.text)
+    assert assets and all(a.startswith("/ui/") for a in assets), assets
+    for asset in assets:
+        assert client.get(asset).status_code == 200, asset
+    missing = client.get("/ui/../config.py")
+    assert missing.status_code == 404
+    assert client.get("/ui/secrets.txt").json()["detail"] == "/ui/secrets.txt is not part of the web UI; open / instead"
+    # ReDoc's bundle hard-codes a logo on its CDN: the docs pages' policy refuses foreign images.
+    assert "img-src 'self' data:;" in client.get("/redoc").headers["content-security-policy"]

@@ -149,10 +149,15 @@ def test_the_api_and_the_indexer_start_from_their_extras_alone(
     api = _start(api_venv, "semsearch.api", env, tmp_path / "api.log")
     try:
         api.wait_http(f"http://127.0.0.1:{port}/readyz", timeout=120)
+        import httpx
+
+        # The web UI's files are package data: the wheel must carry them.
+        page = httpx.get(f"{env['SEMSEARCH_URL']}/")
+        assert page.status_code == 200 and '<script type="module" src="/ui/app.js">' in page.text
+        assert httpx.get(f"{env['SEMSEARCH_URL']}/ui/app.js").status_code == 200
         corpus = tmp_path / "corpus"
         corpus.mkdir()
         (corpus / "notes.md").write_text("# Notes\n\nThe lighthouse keeper logs the weather at noon.\n")
-        import httpx
 
         assert httpx.post(f"{env['SEMSEARCH_URL']}/v1/folders", json={"path": str(corpus)}).status_code == 201
         one_pass = subprocess.run([str(indexer_venv / "bin" / "python"), "-m", "semsearch.indexer"], env=env,
