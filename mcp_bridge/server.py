@@ -19,10 +19,10 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
 from semsearch import __version__
-from semsearch.client import ApiClient, ApiError
+from semsearch.client import ApiError
 from semsearch.config import Settings
 from semsearch.limits import INDEX_TOOL_WAIT_S
-from semsearch.project import LOCAL_FILENAME, ProjectConfig, warn
+from semsearch.project import ProjectConfig, project_client
 from semsearch.schemas import (
     Folder,
     GatherRequest,
@@ -69,18 +69,7 @@ class Bridge:
 
     def __init__(self, settings: Settings, project: ProjectConfig | None = None) -> None:
         self.project = project or ProjectConfig()
-        # A token goes only to a URL from the same place (see mcp_bridge/project.py).
-        if self.project.url and not settings.url:
-            if settings.token is not None and not self.project.token:
-                warn(
-                    f"SEMSEARCH_TOKEN is not sent to {self.project.url} (from {LOCAL_FILENAME}); put the token in "
-                    "that file too, or set SEMSEARCH_URL"
-                )
-            self.api = ApiClient(settings, url=self.project.url, token=self.project.token)
-        elif self.project.token and settings.token is None:
-            self.api = ApiClient(settings, token=self.project.token)
-        else:
-            self.api = ApiClient(settings)
+        self.api = project_client(settings, self.project)
 
     async def call(self, fn: Any, *args: Any) -> Any:
         """One REST call; an API error reaches the agent as the tool's error, with the API's reason

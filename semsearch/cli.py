@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -509,8 +510,11 @@ def config(as_json: bool) -> None:
 @click.option("--include", multiple=True, help="Only paths matching this glob are searched (repeatable).")
 @click.option("--desc", help="What the corpus holds; agents read it to decide when to search.")
 @click.option("--yes", is_flag=True, help="Do not ask before writing.")
+@click.option("--hook", is_flag=True, help="Also a Claude Code hook: re-index after the agent edits a file.")
 @api_errors
-def scaffold(directory: str, name: str | None, include: tuple[str, ...], desc: str | None, yes: bool) -> None:
+def scaffold(
+    directory: str, name: str | None, include: tuple[str, ...], desc: str | None, yes: bool, hook: bool
+) -> None:
     """Set up DIR for agents: register it, write .semsearch.json, .mcp.json and a .gitignore entry."""
     from semsearch.scaffold import scaffold as write_project
 
@@ -520,9 +524,30 @@ def scaffold(directory: str, name: str | None, include: tuple[str, ...], desc: s
         if not existing and not yes:
             click.confirm(f"Register {root} and write .semsearch.json and .mcp.json there?", abort=True)
         folder = existing[0] if existing else api.add_folder(str(root), name)
-    for line in write_project(root, folder.name, list(include) or None, desc, name):
+    for line in write_project(root, folder.name, list(include) or None, desc, name, hook):
         click.echo(line)
     click.echo(f"Next: `semsearch index {root}`; agents started in {root} now see the MCP server.")
+
+
+@main.command()
+@click.option("--follow-up", type=click.Path(file_okay=False, path_type=Path), hidden=True)
+def hook(follow_up: Path | None) -> None:
+    """Claude Code PostToolUse hook (`scaffold --hook` installs it): reads the event on stdin
+    and asks for an index run of the edited file's folder. Always exits 0."""
+    from semsearch.hook import LOG_FILE
+    from semsearch.hook import run as run_hook
+
+    try:
+        out = run_hook("" if follow_up else sys.stdin.read(), follow_up, Settings())
+    except Exception as exc:  # an agent's edit must never fail because of us
+        log = (follow_up or Path(os.environ.get("CLAUDE_PROJECT_DIR") or Path.cwd())) / LOG_FILE
+        with contextlib.suppress(OSError):
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with log.open("a") as f:
+                f.write(f"unexpected error in the hook: {type(exc).__name__}: {exc}\n")
+        return
+    if out:
+        click.echo(out)
 
 
 @main.command()

@@ -197,6 +197,15 @@ class Settings(BaseSettings):
         60.0, description="A writer renews its folder lease with every batch; this only frees crashed ones."
     )
     api_timeout_s: float = Field(120.0, description="Writes of large batches can take a while on slow disks.")
+    hook_coalesce_s: float = Field(
+        30.0,
+        gt=0,
+        description="The agent edit hook asks for at most one run per this many seconds: an agent saves "
+        "in bursts, and each run re-reads the folder's manifest; later edits wait for one follow-up run.",
+    )
+    hook_timeout_s: float = Field(
+        5.0, gt=0, description="The edit hook's REST calls: an agent waits for the hook, so it must not hang."
+    )
     run_claim_wait_s: float = Field(
         10.0,
         description="`semsearch index` gives up on a run no worker took this long: a live worker claims a "

@@ -23,6 +23,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, field_validator
 from pydantic.alias_generators import to_camel
 
+from semsearch.client import ApiClient
+from semsearch.config import Settings
 from semsearch.limits import MAX_DESCRIPTION
 
 FILENAME = ".semsearch.json"
@@ -103,3 +105,19 @@ def _read(path: Path) -> dict[str, object]:
     if not isinstance(data, dict):
         raise SystemExit(f"semsearch mcp: {path} does not hold a JSON object; fix or remove it")
     return data
+
+
+def project_client(settings: Settings, project: ProjectConfig) -> ApiClient:
+    """The REST client for a project: a URL from its machine-local file goes with that file's
+    token only, never with the user's SEMSEARCH_TOKEN (a file in a repository must not be able
+    to send the user's token somewhere)."""
+    if project.url and not settings.url:
+        if settings.token is not None and not project.token:
+            warn(
+                f"SEMSEARCH_TOKEN is not sent to {project.url} (from {LOCAL_FILENAME}); put the token in "
+                "that file too, or set SEMSEARCH_URL"
+            )
+        return ApiClient(settings, url=project.url, token=project.token)
+    if project.token and settings.token is None:
+        return ApiClient(settings, token=project.token)
+    return ApiClient(settings)
