@@ -168,7 +168,9 @@ class Hook:
                     wanted[folder.name] = wanted.get(folder.name, 0) + 1
                 for name, edits in sorted(wanted.items()):
                     run = api.request_run(RunRequest(folder=name))
-                    self.log(f"requested run {run.id} for folder {name} ({edits} edited file{'s' if edits != 1 else ''})")
+                    self.log(
+                        f"requested run {run.id} for folder {name} ({edits} edited file{'s' if edits != 1 else ''})"
+                    )
         except ApiError as exc:
             self.log(f"could not request an index run: {exc}")
             return str(exc)
