@@ -34,7 +34,8 @@ def compile_pattern(request: GrepRequest) -> re2._Regexp:
     try:
         return re2.compile(request.pattern, options)
     except re2.error as exc:
-        raise BadPattern(f"invalid regular expression {request.pattern!r}: {exc}; RE2 syntax is required") from exc
+        reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise BadPattern(f"invalid regular expression {request.pattern!r}: {reason}; RE2 syntax is required") from exc
 
 
 def grep(request: GrepRequest, folders: FolderRegistry, settings: Settings) -> GrepResponse:

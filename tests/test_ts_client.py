@@ -55,6 +55,7 @@ def test_typescript_client_over_stdio(stack: Stack, project: Path) -> None:
             {"name": "list_folders", "arguments": {}},
             {"name": "grep", "arguments": {"pattern": "outer buoy"}},
             {"name": "search", "arguments": {"query": "zzzz qqqq", "min_score": 0.99}},
+            {"name": "gather", "arguments": {"query": "pilot", "max_tokens": 10}},
         ],
     })  # fmt: skip
     assert out["serverInfo"]["version"] == __version__
@@ -67,7 +68,7 @@ def test_typescript_client_over_stdio(stack: Stack, project: Path) -> None:
         assert tool["inputSchema"].get("additionalProperties") is False, name
     assert tools["index"]["annotations"]["idempotentHint"] is True
     assert tools["index"]["annotations"]["destructiveHint"] is False
-    search, cat, status, grep, unknown, folders, found, empty = out["results"]
+    search, cat, status, grep, unknown, folders, found, empty, small = out["results"]
     assert not search["isError"] and json.loads(search["text"][0])[0]["relPath"] == "pilots.md"
     # Structure beside the text, checked by the TypeScript client against each tool's outputSchema.
     for name in ("search", "list_folders", "grep", "index", "index_status"):
@@ -85,7 +86,9 @@ def test_typescript_client_over_stdio(stack: Stack, project: Path) -> None:
     # Every refusal reaches the agent with the API's reason and what to do.
     assert cat["isError"] and "outside the indexed folders" in cat["text"][0] and "list_folders" in cat["text"][0]
     assert status["isError"] and "no index run 'nope'" in status["text"][0]
-    assert grep["isError"] and "invalid regular expression" in grep["text"][0]
+    assert grep["isError"] and "invalid regular expression '(unclosed': missing ): (unclosed;" in grep["text"][0]
+    assert small["isError"] and "max_tokens" in small["text"][0] and "greater than or equal to 50" in small["text"][0]
+    assert "errors.pydantic.dev" not in small["text"][0]  # no link out in an argument error
     assert unknown["isError"] and "kk" in " ".join(unknown["text"])
     assert not folders["isError"] and json.loads(folders["text"][0])[0]["name"] == "harbour"
 
