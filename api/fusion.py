@@ -27,14 +27,17 @@ def rrf(
     rrf_k: float = 60.0,
     vector_weight: float = 1.0,
     lexical_weight: float = 1.0,
+    lexical_only_weight: float = 1.0,
 ) -> list[Fused]:
-    """Fuse two ranked id lists; best first, ties broken by the vector arm's order."""
+    """Fuse two ranked id lists; best first, ties broken by the vector arm's order.
+    `lexical_only_weight` scales BM25's share for chunks the vector arm did not find at all."""
     fused: dict[str, Fused] = {}
     for rank, chunk_id in enumerate(vector_ids, start=1):
         fused[chunk_id] = Fused(chunk_id, vector_weight / (rrf_k + rank), vector_rank=rank)
     for rank, chunk_id in enumerate(lexical_ids, start=1):
         entry = fused.setdefault(chunk_id, Fused(chunk_id, 0.0))
-        entry.score += lexical_weight / (rrf_k + rank)
+        share = lexical_weight / (rrf_k + rank)
+        entry.score += share if entry.vector_rank is not None else share * lexical_only_weight
         entry.bm25_rank = rank
     return sorted(fused.values(), key=lambda f: (-f.score, f.vector_rank or 10**9, f.bm25_rank or 10**9))
 
@@ -51,6 +54,8 @@ class FusionParams:
     vector_gain: float = 0.0
     bias: float = 0.0
     bound: float = 4.0
+    question_bias: float = 0.0
+    lexical_only_weight: float = 1.0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> FusionParams:
@@ -62,6 +67,8 @@ class FusionParams:
             vector_gain=settings.vector_decisiveness_gain,
             bias=settings.arm_balance_bias,
             bound=settings.arm_balance_bound,
+            question_bias=settings.question_lexical_bias,
+            lexical_only_weight=settings.lexical_only_weight,
         )
 
 
@@ -74,22 +81,48 @@ class Candidate:
 
 
 def fuse(
-    vector: Sequence[Candidate], lexical: Sequence[Candidate], params: FusionParams, balanced: bool = True
+    vector: Sequence[Candidate],
+    lexical: Sequence[Candidate],
+    params: FusionParams,
+    balanced: bool = True,
+    question: bool = False,
 ) -> tuple[list[Fused], float]:
     """The one fusion: each arm's candidates, best first, into one ranking (and the BM25 weight this
-    query got). `balanced`: the per-query arm balance, as in hybrid mode."""
+    query got). `balanced`: the per-query arm balance, as in hybrid mode; `question`: the query
+    is a question in words (`is_question`), which moves the balance by `question_bias`."""
     lexical_weight = params.lexical_weight
+    lexical_only = 1.0
     if balanced:
         lexical_weight *= lexical_balance(
             [c.score for c in lexical],
             [c.score for c in vector],
             params.lexical_gain,
             params.vector_gain,
-            params.bias,
+            params.bias + (params.question_bias if question else 0.0),
             params.bound,
         )
-    fused = rrf([c.id for c in vector], [c.id for c in lexical], params.rrf_k, params.vector_weight, lexical_weight)
+        lexical_only = params.lexical_only_weight
+    ids = [c.id for c in vector], [c.id for c in lexical]
+    fused = rrf(*ids, params.rrf_k, params.vector_weight, lexical_weight, lexical_only)
     return fused, lexical_weight
+
+
+# Words a question in English starts with. A question names what it wants in words the whole
+# corpus uses ("how do I", "is X stable"); BM25 ranks by those shared words while the meaning is
+# what the vector arm compares.
+QUESTION_WORDS = frozenset({
+    "what", "how", "why", "when", "where", "who", "whom", "whose", "which", "is", "are", "was", "were", "am",
+    "can", "could", "should", "would", "will", "shall", "do", "does", "did", "has", "have", "had", "may",
+    "might", "must",
+})  # fmt: skip
+
+
+def is_question(query: str) -> bool:
+    """A question in words: ends with `?`, or is three or more words led by a question word."""
+    words = query.split()
+    if not words:
+        return False
+    return query.rstrip().endswith("?") or (len(words) >= 3 and words[0].lower() in QUESTION_WORDS)
 
 
 def decisiveness(scores: Sequence[float], top: int = 10) -> float:

@@ -25,6 +25,7 @@ from semsearch.api.fusion import (
     abstain_message,
     fuse,
     is_exact,
+    is_question,
     label,
     lifecycle_label,
     passes,
@@ -116,6 +117,7 @@ def search(
         [Candidate(r["id"], r["bm25"]) for r in lexical_rows],
         FusionParams.from_settings(settings),
         balanced=mode == "hybrid",
+        question=is_question(request.query),
     )
     exact = {f.id for f in fused if is_exact(identifiers, rows[f.id]["text"])}
     if exact and is_exact_query(request.query, identifiers):

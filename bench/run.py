@@ -426,6 +426,8 @@ def main() -> None:
 
     console.print("7b. MCP bridge start-up")
     results["mcpStartup"] = bridge_startup(env)
+    console.print("7c. fusion cost per query")
+    results["fusion"] = fusion_cost()
 
     console.print("8. memory")
     results["memory"]["embedderPeakRssMb"] = round(rss_peak_mb(embedder.pid), 1)
@@ -462,6 +464,32 @@ def bridge_startup(env: dict[str, str], runs: int = 10) -> dict[str, Any]:
         bare.append(timed(lambda: subprocess.run([sys.executable, "-c", "import mcp.server.mcpserver"], check=True)))
     p50, bare_p50 = float(np.median(bridge)), float(np.median(bare))
     return {"p50_s": round(p50, 3), "bareImportP50_s": round(bare_p50, 3), "ratio": round(p50 / bare_p50, 2)}
+
+
+def fusion_cost(runs: int = 2000) -> dict[str, Any]:
+    """The shipped fusion (`api.fusion.fuse`: balance, question offset, lexical-only weight) on
+    two full candidate pools (k=10 -> 50 each; k=100 -> 400 each), against plain RRF of the same
+    lists, alternating, p50 in ms."""
+    import random
+
+    from semsearch.api.fusion import Candidate, FusionParams, fuse, rrf
+
+    params = FusionParams.from_settings(Settings())
+    rng = random.Random(7)
+    out: dict[str, Any] = {}
+    for pool in (50, 400):
+        ids = [f"c{i}" for i in range(pool * 2)]
+        vector = [Candidate(i, 0.9 - n / (pool * 3)) for n, i in enumerate(rng.sample(ids, pool))]
+        lexical = [Candidate(i, 15.0 - n / 40) for n, i in enumerate(rng.sample(ids, pool))]
+        shipped, plain = [], []
+        for _ in range(runs):
+            shipped.append(timed(lambda v=vector, x=lexical: fuse(v, x, params, question=True)))  # type: ignore[misc]
+            plain.append(timed(lambda v=vector, x=lexical: rrf([c.id for c in v], [c.id for c in x], params.rrf_k)))  # type: ignore[misc]
+        out[f"pool{pool}"] = {
+            "p50_ms": round(float(np.median(shipped)) * 1000, 3),
+            "plainRrfP50_ms": round(float(np.median(plain)) * 1000, 3),
+        }
+    return out
 
 
 def mcp_latency(env: dict[str, str], queries: list[str]) -> dict[str, Any]:
@@ -611,6 +639,8 @@ def report() -> None:
             "≤ 1.5 × bare",
         )
     )
+    for pool, cost in results.get("fusion", {}).items():
+        rows.append((f"fusion per query ms, {pool} (plain RRF)", f"{cost['p50_ms']} ({cost['plainRrfP50_ms']})", "≤ 1"))
     memory = results["memory"]
     rows += [
         ("embedder peak RSS MB", memory["embedderPeakRssMb"], "≤ 300"),

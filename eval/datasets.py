@@ -1,27 +1,58 @@
 """The evaluation sets, written as folders of files so the real indexer reads them.
 
-- scifact: BEIR SciFact from ../shared/eval (title + text per document; train and test claims).
-- faq:     question-style — the Python FAQ's questions (written by the CPython docs authors)
-           against their answers, each answer a document without its question. Built from
-           Debian's python3.11-doc package.
-- code:    click 8.1.7's source (PyPI sdist) and our own queries in eval/code_queries.json.
+None of the texts is in this repository: each is built at eval time from a registry package
+(Debian's doc packages, PyPI sdists), and each source is fingerprinted (sha256) against the
+value pinned here, so a changed upstream is reported beside the figures it changed.
+
+Question sets: each question (written by the project's own authors) is held apart from its
+answer; the answer is indexed without its heading, among the project's other pages where
+there are any, and is the one relevant document.
+
+- scifact:    BEIR SciFact from ../shared/eval (title + text per document; train and test claims).
+- faq:        the Python FAQ (Debian's python3.11-doc), answers only.
+- debian-faq: the Debian GNU/Linux FAQ (Debian's debian-faq), answers only.
+- gitfaq:     gitfaq(7) (Debian's git-doc) among git's other guides, gitglossary and gittutorial.
+- sqla-faq:   SQLAlchemy's FAQ (its PyPI sdist) among its tutorial's pages.
+- code:       click 8.1.7's source (PyPI sdist) and our own queries in eval/code_queries.json.
+- rich-doc:   rich 13.9.4's source (PyPI sdist) with every docstring blanked (line numbers kept);
+              the queries are those docstrings' first sentences, each against its file.
 """
 
 from __future__ import annotations
 
+import ast
+import hashlib
 import html
 import json
 import re
 import subprocess
 import sys
 import tarfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import httpx
 
 HERE = Path(__file__).resolve().parent
 SHARED = HERE.parent.parent / "shared" / "eval"
 FAQ_HTML = Path("/usr/share/doc/python3.11/html/faq")
+DEBIAN_FAQ = Path("/usr/share/doc/debian/FAQ")
+GIT_DOC = Path("/usr/share/doc/git-doc")
 CLICK = "click==8.1.7"
+# The Debian packages each set is read from (`make eval` installs them as root).
+DEBIAN_PACKAGES = {"faq": "python3.11-doc", "debian-faq": "debian-faq", "gitfaq": "git-doc"}
+# sha256 of what each set is built from: the sdist as PyPI lists it, or the files read from a
+# Debian package. A different value means upstream changed, so the figures may move with it.
+FINGERPRINTS = {
+    "sqlalchemy-2.0.36.tar.gz": "7f2767680b6d2398aea7082e45a774b2b0767b5c8d8ffb9c8b683088ea9b29c5",
+    "rich-13.9.4.tar.gz": "439594978a49a09530cff7ebc4b5c7103ef57baf48d5ea3184f21d9a2befa098",
+    "faq": "11c52aed4168970ab66d88b37e2b80fda68cd7c3b20735a7a5d460e7edd4365c",  # python3.11-doc 3.11.2-6+deb12u8
+    "debian-faq": "4e012742160b0fe465982d0a59b70f8a88b0e081363d26ea566ef434f426a469",  # debian-faq 11.1
+    "gitfaq": "977344e81682a9746384945adbd4d1bfa49532e1eb1b72cd915346615afaa567",  # git-doc 1:2.39.5-0+deb12u3
+}
+MAX_DOCSTRING_QUERIES = 200
 
 
 @dataclass
@@ -31,6 +62,10 @@ class Dataset:
     queries: dict[str, dict[str, str]]  # split -> {query id: text}
     qrels: dict[str, Path]  # split -> qrels file (BEIR TSV)
     doc_of: dict[str, str] = field(default_factory=dict)  # relative path -> doc id (default: file stem)
+    metric: str = "MRR@10"  # what the set is judged by: one relevant document per query, except SciFact
+    kind: str = "questions"  # questions | claims | code
+    source: str = ""
+    fingerprint: dict[str, dict[str, Any]] = field(default_factory=dict)  # source -> {sha256, expected, changed}
 
     def doc_id(self, rel_path: str) -> str:
         return self.doc_of.get(rel_path) or Path(rel_path).stem
@@ -60,10 +95,14 @@ def scifact(work: Path) -> Dataset:
         folder,
         {"train": _read_queries(source / "train" / "queries.jsonl"), "test": _read_queries(source / "queries.jsonl")},
         {"train": source / "train" / "qrels.tsv", "test": source / "qrels.tsv"},
+        metric="nDCG@10",
+        kind="claims",
+        source="BEIR SciFact (../shared/eval)",
     )
 
 
-HEADING = re.compile(r"<h([234])>(.*?)</h\1>", re.S)
+HEADING = re.compile(r"<h([234])[^>]*>(.*?)</h\1>", re.S)
+NUMBERING = re.compile(r"^\s*(\d+\.)+\s*")
 TAG = re.compile(r"<[^>]+>")
 
 
@@ -72,30 +111,216 @@ def _text(fragment: str) -> str:
     return re.sub(r"[ \t]+", " ", re.sub(r"\n{3,}", "\n\n", text)).strip()
 
 
-def faq(work: Path) -> Dataset:
-    if not FAQ_HTML.is_dir():
-        sys.exit("eval: the question-style set needs Debian's python3.11-doc (`make eval` installs it as root)")
-    folder = work / "corpora" / "faq"
-    queries: dict[str, str] = {}
-    qrels = ["query-id\tcorpus-id\tscore"]
-    for page in sorted(FAQ_HTML.glob("*.html")):
-        if page.stem == "index":
-            continue
-        body = page.read_text()
+def fingerprint(name: str, data: Iterable[bytes]) -> dict[str, Any]:
+    digest = hashlib.sha256()
+    for chunk in data:
+        digest.update(chunk)
+    value = digest.hexdigest()
+    expected = FINGERPRINTS.get(name, "")
+    return {"sha256": value, "expected": expected, "changed": bool(expected) and value != expected}
+
+
+def need_debian(name: str, path: Path) -> None:
+    if not path.exists():
+        sys.exit(f"eval: the {name} set needs Debian's {DEBIAN_PACKAGES[name]} (`make eval` installs it as root)")
+
+
+class QuestionSet:
+    """Collects (question, answer) pairs and distractor pages into a folder and its qrels."""
+
+    def __init__(self, work: Path, name: str) -> None:
+        self.work = work
+        self.name = name
+        self.folder = work / "corpora" / name
+        self.queries: dict[str, str] = {}
+        self.qrels = ["query-id\tcorpus-id\tscore"]
+
+    def pair(self, group: str, question: str, answer: str) -> None:
+        question = " ".join(question.split())
+        if len(answer.split()) < 15 or not question:
+            return
+        doc_id = f"{group}-{len(self.queries):03d}"
+        _write_if_changed(self.folder / group / f"{doc_id}.txt", answer.strip() + "\n")
+        self.queries[doc_id] = question
+        self.qrels.append(f"{doc_id}\t{doc_id}\t1")
+
+    def distractor(self, name: str, text: str) -> None:
+        _write_if_changed(self.folder / "pages" / f"page-{name}.txt", text)
+
+    def dataset(self, source: str, fingerprint: dict[str, Any]) -> Dataset:
+        qrels_path = self.work / "qrels" / f"{self.name}.tsv"
+        _write_if_changed(qrels_path, "\n".join(self.qrels) + "\n")
+        return Dataset(self.name, self.folder, {"test": self.queries}, {"test": qrels_path}, source=source,
+                       fingerprint={source: fingerprint})  # fmt: skip
+
+
+def html_pairs(out: QuestionSet, pages: list[Path], only_questions: bool = True) -> None:
+    """Sphinx/DocBook HTML: a heading that is a question, and the text up to the next heading."""
+    for page in pages:
+        body = page.read_text(errors="replace")
         headings = list(HEADING.finditer(body))
-        for n, (match, following) in enumerate(zip(headings, [*headings[1:], None], strict=True)):
-            question = _text(match.group(2))
+        for match, following in zip(headings, [*headings[1:], None], strict=True):
+            question = NUMBERING.sub("", _text(match.group(2)))
             end = following.start() if following else body.find('<div class="sphinxsidebar"', match.end())
             answer = _text(body[match.end() : end if end > 0 else len(body)])
-            if not question.endswith("?") or len(answer.split()) < 15:
+            if only_questions and not question.endswith("?"):
                 continue
-            doc_id = f"{page.stem}-{n:03d}"
-            _write_if_changed(folder / page.stem / f"{doc_id}.txt", answer + "\n")
-            queries[doc_id] = question
-            qrels.append(f"{doc_id}\t{doc_id}\t1")
-    qrels_path = work / "qrels" / "faq.tsv"
+            out.pair(page.stem.split(".")[0], question, answer)
+
+
+def faq(work: Path) -> Dataset:
+    need_debian("faq", FAQ_HTML)
+    pages = [p for p in sorted(FAQ_HTML.glob("*.html")) if p.stem != "index"]
+    out = QuestionSet(work, "faq")
+    html_pairs(out, pages)
+    return out.dataset("Python 3.11 FAQ (Debian python3.11-doc)", fingerprint("faq", (p.read_bytes() for p in pages)))
+
+
+def debian_faq(work: Path) -> Dataset:
+    need_debian("debian-faq", DEBIAN_FAQ)
+    pages = [p for p in sorted(DEBIAN_FAQ.glob("*.en.html")) if p.stem not in ("index.en", "faqinfo.en")]
+    out = QuestionSet(work, "debian-faq")
+    html_pairs(out, pages)
+    return out.dataset("The Debian GNU/Linux FAQ (Debian debian-faq)",
+                       fingerprint("debian-faq", (p.read_bytes() for p in pages)))  # fmt: skip
+
+
+GITFAQ_ENTRY = re.compile(r"^\[\[[\w-]+\]\]\n(.+?)::\n(.*?)(?=^\[\[|^[A-Z][A-Z ]+\n-{3,}|\Z)", re.S | re.M)
+GIT_PAGES = ("gittutorial", "gittutorial-2", "gitcore-tutorial", "giteveryday", "gitglossary", "gitworkflows",
+             "gitcredentials", "gitignore", "gitattributes", "githooks", "gitrevisions", "gitsubmodules", "gitcli",
+             "gitremote-helpers", "gitrepository-layout", "gitmodules", "gitnamespaces", "gitmailmap")  # fmt: skip
+
+
+def gitfaq(work: Path) -> Dataset:
+    """gitfaq(7)'s AsciiDoc: `[[anchor]]`, `Question?::`, the answer; git's guides as the other pages."""
+    need_debian("gitfaq", GIT_DOC / "gitfaq.txt")
+    out = QuestionSet(work, "gitfaq")
+    text = (GIT_DOC / "gitfaq.txt").read_text()
+    for match in GITFAQ_ENTRY.finditer(text):
+        out.pair("gitfaq", match.group(1), match.group(2).replace("\n+\n", "\n\n"))
+    pages = [GIT_DOC / f"{name}.txt" for name in GIT_PAGES if (GIT_DOC / f"{name}.txt").exists()]
+    for page in pages:
+        out.distractor(page.stem, page.read_text(errors="replace"))
+    sources = [GIT_DOC / "gitfaq.txt", *pages]
+    return out.dataset("gitfaq(7) among 18 git guides (Debian git-doc)",
+                       fingerprint("gitfaq", (p.read_bytes() for p in sources)))  # fmt: skip
+
+
+def fetch_sdist(work: Path, filename: str) -> Path:
+    """An sdist from PyPI's simple index, checked against the pinned sha256, unpacked once."""
+    name = filename.rsplit("-", 1)[0].lower()
+    root = work / "corpora" / filename.removesuffix(".tar.gz")
+    if root.is_dir():
+        return root
+    archive = work / "download" / filename
+    if not archive.exists():
+        index = httpx.get(f"https://pypi.org/simple/{name}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"},
+                          timeout=60, follow_redirects=True)  # fmt: skip
+        index.raise_for_status()
+        (entry,) = [f for f in index.json()["files"] if f["filename"].lower() == filename.lower()]
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        archive.write_bytes(httpx.get(entry["url"], timeout=300, follow_redirects=True).content)
+    found = hashlib.sha256(archive.read_bytes()).hexdigest()
+    if FINGERPRINTS.get(filename) and found != FINGERPRINTS[filename]:
+        sys.exit(f"eval: {filename} has sha256 {found}, not the pinned {FINGERPRINTS[filename]}; delete {archive}")
+    with tarfile.open(archive) as tar:
+        tar.extractall(work / "corpora", filter="data")
+    return root
+
+
+RST_UNDERLINE = re.compile(r"^([=\-~^\"'*+#`])\1{3,}\s*$")
+
+
+def rst_sections(text: str) -> list[tuple[str, int, str]]:
+    """(title, level, body) of each section of a reStructuredText page; level 0 is the page title."""
+    lines = text.splitlines()
+    marks: list[str] = []
+    heads: list[tuple[int, str, int]] = []  # (line index, title, level)
+    for i in range(1, len(lines)):
+        title = lines[i - 1].strip()
+        under = RST_UNDERLINE.match(lines[i])
+        if under and title and not RST_UNDERLINE.match(lines[i - 1]) and len(lines[i].strip()) >= len(title):
+            overlined = i >= 2 and lines[i - 2].strip() == lines[i].strip()
+            mark = ("over" if overlined else "") + under.group(1)
+            if mark not in marks:
+                marks.append(mark)
+            heads.append((i, title, marks.index(mark)))
+    out = []
+    for n, (i, title, level) in enumerate(heads):
+        end = heads[n + 1][0] - 1 if n + 1 < len(heads) else len(lines)
+        body = [line for line in lines[i + 1 : end] if not line.startswith((".. _", ".. contents::", "   :local:"))]
+        if heads[n + 1 :] and RST_UNDERLINE.match(lines[end - 1] if end - 1 > i else ""):
+            body = body[:-1]  # the overline of the next title
+        out.append((title.replace("``", ""), level, "\n".join(body).strip()))
+    return out
+
+
+def sqla_faq(work: Path) -> Dataset:
+    """SQLAlchemy's FAQ sections (their titles are the questions) among its tutorial's pages."""
+    root = fetch_sdist(work, "sqlalchemy-2.0.36.tar.gz") / "doc" / "build"
+    out = QuestionSet(work, "sqla-faq")
+    for page in sorted((root / "faq").glob("*.rst")):
+        if page.stem == "index":
+            continue
+        for title, level, body in rst_sections(page.read_text()):
+            if level > 0:
+                out.pair(page.stem, title, body)
+    for page in sorted((root / "tutorial").glob("*.rst")):
+        out.distractor(page.stem, page.read_text())
+    source = "SQLAlchemy 2.0.36 FAQ among its 12 tutorial pages (PyPI sdist)"
+    return out.dataset(source, fingerprint("sqlalchemy-2.0.36.tar.gz", [(work / "download" /
+                       "sqlalchemy-2.0.36.tar.gz").read_bytes()]))  # fmt: skip
+
+
+def blank_docstrings(source: str) -> tuple[str, list[str]]:
+    """The source with each docstring's lines emptied (so line numbers hold), and the first
+    sentence of every function's and class's docstring that was blanked."""
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    firsts: list[str] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        body = node.body
+        if not (body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)):
+            continue
+        doc = body[0].value
+        if not isinstance(doc.value, str) or doc.end_lineno is None:
+            continue
+        start, end = doc.lineno - 1, doc.end_lineno - 1
+        if lines[start][: doc.col_offset].strip():
+            continue  # shares its line with code: left as it is, and not asked
+        for i in range(start, end + 1):
+            lines[i] = ""
+        if not isinstance(node, ast.Module):
+            first = re.split(r"(?<=[.!?])\s|\n\s*\n", doc.value.strip(), maxsplit=1)[0]
+            first = " ".join(first.split())
+            if len(first.split()) >= 6 and not first.startswith((">>>", "Args", "Returns")):
+                firsts.append(first)
+    return "\n".join(lines) + "\n", firsts
+
+
+def rich_doc(work: Path) -> Dataset:
+    """rich's own docstrings' first sentences, asked of its source with the docstrings gone."""
+    root = fetch_sdist(work, "rich-13.9.4.tar.gz") / "rich"
+    folder = work / "corpora" / "rich-doc" / "rich"
+    asked: dict[str, set[str]] = {}
+    for module in sorted(root.glob("*.py")):
+        blanked, firsts = blank_docstrings(module.read_text())
+        _write_if_changed(folder / module.name, blanked)
+        for first in firsts:
+            asked.setdefault(first, set()).add(module.name)
+    # A deterministic sample, spread over the modules rather than the first ones.
+    chosen = sorted(asked, key=lambda q: hashlib.sha1(q.encode()).hexdigest())[:MAX_DOCSTRING_QUERIES]
+    queries = {f"rich-{n:03d}": q for n, q in enumerate(sorted(chosen))}
+    qrels = ["query-id\tcorpus-id\tscore"] + [f"{qid}\t{f}\t1" for qid, q in queries.items() for f in sorted(asked[q])]
+    qrels_path = work / "qrels" / "rich-doc.tsv"
     _write_if_changed(qrels_path, "\n".join(qrels) + "\n")
-    return Dataset("faq", folder, {"test": queries}, {"test": qrels_path})
+    doc_of = {p.name: p.name for p in folder.glob("*.py")}
+    archive = work / "download" / "rich-13.9.4.tar.gz"
+    return Dataset("rich-doc", folder, {"test": queries}, {"test": qrels_path}, doc_of, kind="code",
+                   source="rich 13.9.4 (PyPI sdist), docstrings blanked; their first sentences as queries",
+                   fingerprint={"rich": fingerprint("rich-13.9.4.tar.gz", [archive.read_bytes()])})  # fmt: skip
 
 
 def code(work: Path) -> Dataset:
@@ -128,7 +353,9 @@ def code(work: Path) -> Dataset:
     _write_if_changed(qrels_path, "\n".join(qrels) + "\n")
     folder = root / "src" / "click"
     doc_of = {p.name: p.name for p in folder.glob("*.py")}
-    return Dataset("code", folder, {"test": queries}, {"test": qrels_path}, doc_of)
+    return Dataset("code", folder, {"test": queries}, {"test": qrels_path}, doc_of, kind="code",
+                   source="click 8.1.7 (PyPI sdist) and our own 30 queries")  # fmt: skip
 
 
-BUILDERS = {"scifact": scifact, "faq": faq, "code": code}
+BUILDERS = {"scifact": scifact, "faq": faq, "debian-faq": debian_faq, "gitfaq": gitfaq, "sqla-faq": sqla_faq,
+            "code": code, "rich-doc": rich_doc}  # fmt: skip

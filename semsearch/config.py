@@ -164,6 +164,12 @@ class Settings(BaseSettings):
     )
     arm_balance_bias: float = Field(-0.5, description="log2 offset of BM25's weight when both arms are as decisive.")
     arm_balance_bound: float = Field(4.0, description="The balance never moves BM25's weight beyond 2**±this.")
+    question_lexical_bias: float = Field(
+        0.0, description="log2 offset of BM25's weight for a query that is a question in words (fusion.is_question)."
+    )
+    lexical_only_weight: float = Field(
+        1.0, description="Scales BM25's share for a chunk the vector arm did not find at all (1 = plain RRF)."
+    )
     pool_multiplier: int = Field(4, description="Each arm returns k x this many candidates, so fusion can reorder.")
     pool_min: int = Field(50, description="…and at least this many: small k still gets a real candidate pool.")
     lexical_max_doc_freq: float = Field(

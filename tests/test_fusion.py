@@ -162,3 +162,26 @@ def test_fuse_is_the_one_ranking_the_api_and_eval_share() -> None:
     flat = [fusion.Candidate(f"v{i}", 0.5 - i / 1000) for i in range(10)]
     tuned = fusion.FusionParams(rrf_k=10, lexical_gain=9, vector_gain=12, bias=-0.5)
     assert fusion.fuse(flat, lexical, tuned)[1] > 1.0 > fusion.fuse(vector, [], tuned)[1]
+
+
+def test_questions_in_words_are_told_from_claims_phrases_and_identifiers() -> None:
+    from semsearch.api.fusion import is_question
+
+    asked = ["Is the API stable?", "how do I reset the index", "Why does flush() roll back", "What is BM25?"]
+    stated = ["Vitamin D deficiency raises fracture risk.", "getUserName", "retry with backoff", "is_question", "how"]
+    assert all(is_question(q) for q in asked) and not any(is_question(q) for q in stated)
+
+
+def test_the_question_offset_and_the_lexical_only_weight_move_only_bm25s_share() -> None:
+    from semsearch.api.fusion import Candidate, FusionParams, fuse
+
+    vector = [Candidate("a", 0.8), Candidate("b", 0.7)]
+    lexical = [Candidate("z", 9.0), Candidate("b", 4.0)]
+    params = FusionParams(rrf_k=10, bias=0.0, question_bias=-2.0, lexical_only_weight=0.25)
+    _, as_claim = fuse(vector, lexical, params)
+    _, as_question = fuse(vector, lexical, params, question=True)
+    assert as_question == as_claim / 4  # 2 ** -2
+    fused = {f.id: f.score for f in fuse(vector, lexical, params)[0]}
+    assert fused["z"] == 0.25 / 11  # found by BM25 alone: a quarter of its share
+    assert fused["b"] == 1 / 12 + 1 / 12  # found by both: the full share
+    assert fuse(vector, lexical, params, balanced=False)[0] == rrf(["a", "b"], ["z", "b"], 10)  # modes other than hybrid
