@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from semsearch.api.filters import path_multiplier
 from semsearch.api.store import Store
 from semsearch.config import Settings
 from semsearch.corpus.extract import Unindexable, extract
@@ -50,4 +51,5 @@ def explain(path: str, folders: FolderRegistry, store: Store, settings: Settings
         in_index=entry is not None,
         stale=stale,
         secrets_redacted=redacted,
+        boost=path_multiplier(settings.path_boosts)(rel),
     )

@@ -70,6 +70,20 @@ def matches_globs(path: str, globs: list[str]) -> bool:
     return glob_matcher(globs)(path)
 
 
+def path_multiplier(boosts: dict[str, float]) -> Callable[[str], float]:
+    """A path's boost: the product of the multipliers of every glob it matches (1 if none)."""
+    compiled = [(glob_matcher([glob]), factor) for glob, factor in boosts.items()]
+
+    def multiplier(path: str) -> float:
+        product = 1.0
+        for matches, factor in compiled:
+            if matches(path):
+                product *= factor
+        return product
+
+    return multiplier
+
+
 def build(
     request: SearchRequest, folders: list[str], settings: Settings, facts: IndexFacts | None = None
 ) -> list[Clause]:

@@ -7,7 +7,7 @@ be thresholded, so "is this relevant at all" is decided on the cosine similarity
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from semsearch.config import Settings
@@ -19,6 +19,7 @@ class Fused:
     score: float
     vector_rank: int | None = None  # 1-based rank in the vector arm, if it found the chunk
     bm25_rank: int | None = None  # 1-based rank in the BM25 arm, if it found the chunk
+    boost: float = 1.0  # the path boost multiplied into `score`
 
 
 def rrf(
@@ -105,6 +106,15 @@ def fuse(
     ids = [c.id for c in vector], [c.id for c in lexical]
     fused = rrf(*ids, params.rrf_k, params.vector_weight, lexical_weight, lexical_only)
     return fused, lexical_weight
+
+
+def boost(fused: list[Fused], multiplier: Callable[[str], float]) -> list[Fused]:
+    """Path boosts, after fusion: each score times its chunk's multiplier, best first again (a tie
+    keeps the fused order). `multiplier` maps a chunk id to its path's product of boosts."""
+    for f in fused:
+        f.boost = multiplier(f.id)
+        f.score *= f.boost
+    return sorted(fused, key=lambda f: -f.score)
 
 
 # Words a question in English starts with. A question names what it wants in words the whole

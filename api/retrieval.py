@@ -21,8 +21,10 @@ import numpy as np
 from semsearch.api import filters
 from semsearch.api.fusion import (
     Candidate,
+    Fused,
     FusionParams,
     abstain_message,
+    boost,
     fuse,
     is_exact,
     is_question,
@@ -112,13 +114,18 @@ def search(
         rows[row["id"]] = row
     rows.update({row["id"]: row for row in vector_rows})
     identifiers = identifiers_in(request.query)
+    question = is_question(request.query)
     fused, lexical_weight = fuse(
         [Candidate(r["id"], r["cosine"]) for r in vector_rows],
         [Candidate(r["id"], r["bm25"]) for r in lexical_rows],
         FusionParams.from_settings(settings),
         balanced=mode == "hybrid",
-        question=is_question(request.query),
+        question=question,
     )
+    boosts = settings.path_boosts if request.path_boosts is None else request.path_boosts
+    if boosts:
+        by_path = filters.path_multiplier(boosts)
+        fused = boost(fused, lambda chunk_id: by_path(rows[chunk_id]["path"]))
     exact = {f.id for f in fused if is_exact(identifiers, rows[f.id]["text"])}
     if exact and is_exact_query(request.query, identifiers):
         fused.sort(key=lambda f: f.id not in exact)  # stable: exact hits first, each group in fused order
@@ -137,7 +144,7 @@ def search(
         if request.group == "file" and per_file[key] >= request.per_file:
             continue
         per_file[key] += 1
-        hits.append(_hit(row, f.score, f.vector_rank, f.bm25_rank, f.id in exact, registered))
+        hits.append(_hit(row, f, f.id in exact, registered))
         if len(hits) >= request.k:
             break
 
@@ -152,6 +159,8 @@ def search(
             vector_weight=settings.vector_weight,
             lexical_weight=round(lexical_weight, 4),
             lexical_terms=terms,
+            question=question,
+            path_boosts=boosts,
         )
     return SearchResponse(
         arms=arms,
@@ -184,14 +193,8 @@ def _arm_hit(row: dict[str, Any]) -> ArmHit:
     )
 
 
-def _hit(
-    row: dict[str, Any],
-    score: float,
-    vector_rank: int | None,
-    bm25_rank: int | None,
-    exact: bool,
-    registered: dict[str, str],
-) -> Hit:
+def _hit(row: dict[str, Any], fused: Fused, exact: bool, registered: dict[str, str]) -> Hit:
+    vector_rank, bm25_rank = fused.vector_rank, fused.bm25_rank
     file_path = os.path.join(registered[row["folder"]], row["path"])
     try:
         stale = os.stat(file_path).st_mtime_ns != row["mtime_ns"]  # a stat, never a re-read
@@ -209,7 +212,8 @@ def _hit(
         page=row["page"],
         heading=row["heading"],
         text=row["text"],
-        score=round(score, 6),
+        score=round(fused.score, 6),
+        boost=None if fused.boost == 1.0 else round(fused.boost, 4),
         cosine=round(row["cosine"], 4),
         vector_rank=vector_rank,
         bm25_rank=bm25_rank,

@@ -13,7 +13,8 @@ there are any, and is the one relevant document.
 - debian-faq: the Debian GNU/Linux FAQ (Debian's debian-faq), answers only.
 - gitfaq:     gitfaq(7) (Debian's git-doc) among git's other guides, gitglossary and gittutorial.
 - sqla-faq:   SQLAlchemy's FAQ (its PyPI sdist) among its tutorial's pages.
-- code:       click 8.1.7's source (PyPI sdist) and our own queries in eval/code_queries.json.
+- code:       click 8.1.7's sdist (source, tests, docs, examples) and our own queries in
+              eval/code_queries.json; the answers are source files.
 - rich-doc:   rich 13.9.4's source (PyPI sdist) with every docstring blanked (line numbers kept);
               the queries are those docstrings' first sentences, each against its file.
 """
@@ -351,10 +352,10 @@ def code(work: Path) -> Dataset:
     qrels = ["query-id\tcorpus-id\tscore"] + [f"{q['id']}\t{e}\t1" for q in spec["queries"] for e in q["expected"]]
     qrels_path = work / "qrels" / "code.tsv"
     _write_if_changed(qrels_path, "\n".join(qrels) + "\n")
-    folder = root / "src" / "click"
-    doc_of = {p.name: p.name for p in folder.glob("*.py")}
-    return Dataset("code", folder, {"test": queries}, {"test": qrels_path}, doc_of, kind="code",
-                   source="click 8.1.7 (PyPI sdist) and our own 30 queries")  # fmt: skip
+    # The whole sdist, as a repository looks: its tests, docs and examples compete with the source.
+    doc_of = {f"src/click/{p.name}": p.name for p in (root / "src" / "click").glob("*.py")}
+    return Dataset("code", root, {"test": queries}, {"test": qrels_path}, doc_of, kind="code",
+                   source="click 8.1.7 (PyPI sdist: source, tests, docs, examples) and our own 30 queries")  # fmt: skip
 
 
 BUILDERS = {"scifact": scifact, "faq": faq, "debian-faq": debian_faq, "gitfaq": gitfaq, "sqla-faq": sqla_faq,

@@ -30,7 +30,8 @@ from rich.console import Console
 from rich.table import Table
 
 from eval.datasets import BUILDERS, HERE, SHARED, Dataset
-from semsearch.api.fusion import Candidate, FusionParams, fuse, is_question
+from semsearch.api.filters import path_multiplier
+from semsearch.api.fusion import Candidate, FusionParams, boost, fuse, is_question
 from semsearch.config import Settings
 from semsearch.processes import Service, start_api, start_embedder
 
@@ -68,8 +69,10 @@ class Evaluator:
 
     def index(self, data: Dataset, env: dict[str, str]) -> dict[str, Any]:
         url = env["SEMSEARCH_URL"]
-        names = [f["name"] for f in httpx.get(f"{url}/v1/folders").json()]
-        if data.name not in names:
+        paths = {f["name"]: f["path"] for f in httpx.get(f"{url}/v1/folders").json()}
+        if paths.get(data.name) not in (None, str(data.folder)):  # the set's definition changed
+            httpx.delete(f"{url}/v1/folders/{data.name}").raise_for_status()
+        if paths.get(data.name) != str(data.folder):
             httpx.post(f"{url}/v1/folders", json={"path": str(data.folder), "name": data.name}).raise_for_status()
         started = time.perf_counter()
         result = subprocess.run(
@@ -127,6 +130,8 @@ class Evaluator:
 ARM_DEPTH = 100  # each arm's top candidates replayed offline (the table is @10 and @100)
 GATES = (1.0, 0.05)  # lexicalMaxDocFreq: the informative-term gate off, and on
 MARGIN = 0.02  # hybrid may fall this far under its better arm, and no further
+# Path boosts measured against the shipped fusion (none ship by default): tests and examples down.
+CANDIDATE_BOOSTS = {"**/tests/**": 0.8, "**/examples/**": 0.8}
 
 
 @dataclass
@@ -141,15 +146,22 @@ class Unit:
     held_out: bool = True  # SciFact train is only ever tuned on
 
 
-def offline_run(unit: Unit, mode: str, params: FusionParams, gate: float = 1.0) -> dict[str, dict[str, float]]:
-    """What the API would rank for each query: one arm's order, or the API's own `fuse`."""
+def offline_run(
+    unit: Unit, mode: str, params: FusionParams, gate: float = 1.0, boosts: dict[str, float] | None = None
+) -> dict[str, dict[str, float]]:
+    """What the API would rank for each query: one arm's order, or the API's own `fuse` (and
+    path `boost`, as the API applies them after fusion)."""
     run = {}
+    by_path = path_multiplier(boosts) if boosts else None
     for qid, arm in unit.arms[gate].items():
         paths = {a[0]: a[1] for a in arm["vector"]} | {a[0]: a[1] for a in arm["lexical"]}
         if mode == "hybrid":
             vector = [Candidate(a[0], a[2]) for a in arm["vector"]]
             lexical = [Candidate(a[0], a[3]) for a in arm["lexical"]]
-            ids = [f.id for f in fuse(vector, lexical, params, question=is_question(arm["query"]))[0]]
+            fused = fuse(vector, lexical, params, question=is_question(arm["query"]))[0]
+            if by_path is not None:
+                fused = boost(fused, lambda chunk_id, p=paths: by_path(p[chunk_id]))  # type: ignore[misc]
+            ids = [f.id for f in fused]
         else:
             ids = [a[0] for a in arm[mode]]
         ranked: dict[str, None] = {}
@@ -210,7 +222,14 @@ def leave_one_set_out(units: list[Unit]) -> dict[str, Any]:
             "settings": describe(points[chosen]),
         })  # fmt: skip
     shipped = best_on([u.name for u in units])
+    params, gate = points[shipped]
+    boosted = {
+        u.name: score(u.data.qrels[u.split], offline_run(u, "hybrid", params, gate, CANDIDATE_BOOSTS))[u.metric]
+        - table[u.name][shipped]
+        for u in units
+    }
     return {
+        "candidateBoosts": {"boosts": CANDIDATE_BOOSTS, "deltaBySet": {k: round(v, 4) for k, v in boosted.items()}},
         "rows": rows,
         "setsBelow": sum(r["below"] for r in rows),
         "shipped": describe(points[shipped]),

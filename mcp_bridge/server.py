@@ -89,11 +89,14 @@ class Bridge:
             raise ToolError(f"invalid arguments: {problems}") from exc
 
     def _scoped(self, params: dict[str, Any]) -> dict[str, Any]:
-        """A project's .semsearch.json scopes searches to its folders and globs by default."""
+        """A project's .semsearch.json scopes searches to its folders and globs by default, and its
+        pathBoosts replace the server's."""
         if self.project.folders and not params.get("folder"):
             params["folder"] = self.project.folders
         if self.project.include and not params.get("path_glob"):
             params["path_glob"] = self.project.include
+        if self.project.path_boosts is not None:
+            params["path_boosts"] = self.project.path_boosts
         return {k: v for k, v in params.items() if v is not None}
 
     async def search(self, **params: Any) -> CallToolResult:

@@ -356,13 +356,19 @@ def explain(path: str, as_json: bool) -> None:
 @click.option("--min-score", type=float, help="Cosine threshold for this query (default: minScore).")
 @click.option("--files", "group_files", is_flag=True, help="Group by file: at most --per-file chunks per file.")
 @click.option("--per-file", type=int, default=1, show_default=True)
+@click.option("--boost", "boosts", multiple=True, metavar="GLOB=FACTOR",
+              help="Multiply the score of paths matching GLOB, e.g. '**/tests/**=0.8' (repeatable).")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON (same shape as the MCP tool).")
 @api_errors
-def search(query: str, as_json: bool, group_files: bool, **options: Any) -> None:
+def search(query: str, as_json: bool, group_files: bool, boosts: tuple[str, ...], **options: Any) -> None:
     """Find the chunks most relevant to QUERY."""
     params = {key: (",".join(v) if isinstance(v, tuple) else v) for key, v in options.items()}
     params = {key: v for key, v in params.items() if v is not None and v is not False and v != ""}
     params.update(query=query, group="file" if group_files else "chunk")
+    if boosts:
+        if not all("=" in b for b in boosts):
+            raise click.BadParameter("write each as GLOB=FACTOR, e.g. '**/tests/**=0.8'", param_hint="--boost")
+        params["path_boosts"] = {glob: factor for glob, _, factor in (b.rpartition("=") for b in boosts)}
     request = SearchRequest.model_validate(params)  # an invalid value: one line (Cli.invoke)
     with ApiClient(Settings()) as api:
         response = api.search(request)

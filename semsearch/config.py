@@ -170,6 +170,11 @@ class Settings(BaseSettings):
     lexical_only_weight: float = Field(
         1.0, description="Scales BM25's share for a chunk the vector arm did not find at all (1 = plain RRF)."
     )
+    path_boosts: dict[str, float] = Field(
+        {},
+        description="Path globs to multipliers of the fused score after fusion, e.g. "
+        '{"**/tests/**": 0.8}; none by default (see make eval). A request\'s pathBoosts replaces them.',
+    )
     pool_multiplier: int = Field(4, description="Each arm returns k x this many candidates, so fusion can reorder.")
     pool_min: int = Field(50, description="…and at least this many: small k still gets a real candidate pool.")
     lexical_max_doc_freq: float = Field(

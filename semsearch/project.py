@@ -55,6 +55,7 @@ class ProjectConfig(BaseModel):
     name: str | None = None
     folders: list[str] = []
     include: list[str] = []
+    path_boosts: dict[str, float] | None = None  # glob -> multiplier of the fused score
     server_name: str | None = None
     tool_description: str | None = None
     url: str | None = None  # from .semsearch.local.json only

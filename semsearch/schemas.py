@@ -289,6 +289,10 @@ StrList = Annotated[
 ]
 
 
+Multiplier = Annotated[float, Field(ge=0.05, le=20)]
+PathBoosts = Annotated[dict[FilterValue, Multiplier], Field(max_length=MAX_FILTER_ITEMS)]
+
+
 class SearchRequest(Request):
     query: str = Field(min_length=1, max_length=4000, description="A question, a phrase or an identifier.")
     k: int = Field(10, ge=1, le=200, description="How many results.")
@@ -307,6 +311,11 @@ class SearchRequest(Request):
     group: Literal["chunk", "file"] = Field("chunk", description="`file`: at most `perFile` chunks per file.")
     per_file: int = Field(1, ge=1, le=50, description="With group=file, chunks kept per file.")
     arms: bool = Field(False, description="Diagnostics: also return each arm's raw candidate list.")
+    path_boosts: PathBoosts | None = Field(
+        None,
+        description='Multiply the fused score of paths matching a glob, e.g. `{"**/tests/**": 0.8}`; '
+        "replaces the server's `pathBoosts` for this query (`{}`: none).",
+    )
 
 
 class HitSummary(Wire):
@@ -330,6 +339,7 @@ class Hit(HitSummary):
     """…plus each arm's rank and the document's lifecycle metadata (REST, CLI)."""
 
     vector_rank: int | None = None
+    boost: float | None = Field(None, description="The path boost multiplied into `score`, when not 1.")
     bm25_rank: int | None = None
     status: str | None = None
     superseded_by: str | None = None
@@ -352,6 +362,8 @@ class Arms(Wire):
     vector_weight: float = Field(description="The vector arm's RRF weight for this query.")
     lexical_weight: float = Field(description="The BM25 arm's RRF weight for this query, after the per-query balance.")
     lexical_terms: list[str] = Field(description="The query terms the BM25 arm used (informative ones in hybrid).")
+    question: bool = Field(False, description="The query read as a question in words (moves BM25's weight).")
+    path_boosts: dict[str, float] = Field({}, description="The path boosts applied after fusion.")
 
 
 class SearchResponse(Wire):
@@ -401,6 +413,7 @@ class Explained(Wire):
     in_index: bool = False
     stale: bool | None = None
     secrets_redacted: int = 0
+    boost: float = Field(1.0, description="The server's path boost for this path (pathBoosts), 1 if none.")
 
 
 class Optimized(Wire):

@@ -184,4 +184,5 @@ def test_the_question_offset_and_the_lexical_only_weight_move_only_bm25s_share()
     fused = {f.id: f.score for f in fuse(vector, lexical, params)[0]}
     assert fused["z"] == 0.25 / 11  # found by BM25 alone: a quarter of its share
     assert fused["b"] == 1 / 12 + 1 / 12  # found by both: the full share
-    assert fuse(vector, lexical, params, balanced=False)[0] == rrf(["a", "b"], ["z", "b"], 10)  # modes other than hybrid
+    # Modes other than hybrid: plain RRF.
+    assert fuse(vector, lexical, params, balanced=False)[0] == rrf(["a", "b"], ["z", "b"], 10)

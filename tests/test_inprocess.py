@@ -116,3 +116,40 @@ def test_the_web_ui_is_served_from_the_package_under_a_strict_policy(client: Tes
     assert client.get("/ui/secrets.txt").json()["detail"] == "/ui/secrets.txt is not part of the web UI; open / instead"
     # ReDoc's bundle hard-codes a logo on its CDN: the docs pages' policy refuses foreign images.
     assert "img-src 'self' data:;" in client.get("/redoc").headers["content-security-policy"]
+
+
+def test_path_boosts_reorder_after_fusion_and_say_so(tmp_path: Path, embedder_address: str) -> None:
+    """The server's pathBoosts (a setting) move test code down; a request's own replace them."""
+    settings = Settings(data_dir=tmp_path / "data", embedder_addr=embedder_address, corpus_root=tmp_path,
+                        path_boosts={"**/tests/**": 0.5})  # fmt: skip
+    repo = tmp_path / "repo"
+    for rel, text in {
+        "tests/test_retry.py": "def test_retry_backoff():\n    assert retry_with_backoff(3) == 3\n",
+        "src/retry.py": "def retry_with_backoff(times):\n    return times  # retry with exponential backoff\n",
+    }.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    with TestClient(create_app(settings), base_url="http://127.0.0.1:8765") as client:
+        assert client.post("/v1/folders", json={"path": str(repo)}).status_code == 201
+        api = ApiClient(settings, url="http://127.0.0.1:8765")
+        api._http = client  # type: ignore[assignment]
+        embedder = EmbedderClient(settings.embedder_target)
+        try:
+            Indexer(settings, api, embedder, Reporter(interactive=False), 1).run(api.folders())
+        finally:
+            embedder.close()
+
+        def ranked(**extra: object) -> tuple[list[tuple[str, float | None]], dict[str, float]]:
+            body = {"query": "test retry backoff", "minScore": -1, "arms": True, **extra}
+            answer = client.post("/v1/search", json=body).json()
+            return [(h["relPath"], h["boost"]) for h in answer["hits"]], answer["arms"]["pathBoosts"]
+
+        hits, applied = ranked()
+        assert applied == {"**/tests/**": 0.5}
+        assert ("tests/test_retry.py", 0.5) in hits and ("src/retry.py", None) in hits
+        unboosted, none = ranked(pathBoosts={})
+        assert none == {} and all(b is None for _, b in unboosted)
+        assert unboosted[0][0] == "tests/test_retry.py" and hits[0][0] == "src/retry.py"
+        assert client.get("/v1/explain", params={"path": str(repo / "tests/test_retry.py")}).json()["boost"] == 0.5
+        refused = client.post("/v1/search", json={"query": "x", "pathBoosts": {"**": 0}})
+        assert refused.status_code == 422 and "greater than or equal to 0.05" in refused.text
