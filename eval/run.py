@@ -269,17 +269,24 @@ def dropped_by_abstention(units: list[Unit], params: FusionParams, min_score: fl
     return out
 
 
-def collect_units(evaluator: Evaluator, data: Dataset, data_dir: Path) -> list[Unit]:
+def collect_units(evaluator: Evaluator, data: Dataset, data_dir: Path, chunks: int) -> list[Unit]:
+    """Each split's arms per gate, kept beside the index (`--offline` replays them without services)."""
     units = []
     splits = ["train", "test"] if "train" in data.queries else ["test"]
     for split in splits:
         arms = {}
         for gate in GATES:
+            cache = evaluator.work / "arms" / f"{data.name}-{split}-{gate}.json"
+            if cache.exists() and json.loads(cache.read_text()).get("chunks") == chunks:
+                arms[gate] = json.loads(cache.read_text())["arms"]
+                continue
             service, env = start_api(data_dir, evaluator.embedder_addr, SEMSEARCH_LEXICAL_MAX_DOC_FREQ=str(gate))
             try:
                 arms[gate] = evaluator.collect_arms(data, env, split)
             finally:
                 service.stop()
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            cache.write_text(json.dumps({"chunks": chunks, "arms": arms[gate]}))
         name = f"{data.name}-{split}" if len(splits) > 1 else data.name
         units.append(Unit(name, data, split, data.metric, arms, held_out=split == "test"))
     return units
@@ -307,6 +314,7 @@ def main() -> None:
             try:
                 summary = evaluator.index(data, env)
                 console.print(f"  {summary}")
+                chunks = httpx.get(f"{env['SEMSEARCH_URL']}/v1/status").json()["chunks"]
                 started = time.perf_counter()
                 live = evaluator.evaluate(data, env, "test")
                 seconds = round(time.perf_counter() - started, 1)
@@ -321,7 +329,7 @@ def main() -> None:
                 if print_.get("changed"):
                     console.print(f"  [yellow]{source} changed upstream[/]: sha256 {print_['sha256']}")
             report(name, live)
-            units.extend(collect_units(evaluator, data, data_dir))
+            units.extend(collect_units(evaluator, data, data_dir, chunks))
     finally:
         embedder.stop()
     results["leaveOneSetOut"] = loso = leave_one_set_out(units)
