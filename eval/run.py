@@ -32,6 +32,7 @@ from rich.table import Table
 from eval.datasets import BUILDERS, HERE, SHARED, Dataset
 from semsearch.api.filters import path_multiplier
 from semsearch.api.fusion import Candidate, FusionParams, boost, fuse, is_question
+from semsearch.api.lexical import query_terms
 from semsearch.config import Settings
 from semsearch.processes import Service, start_api, start_embedder
 
@@ -228,7 +229,13 @@ def leave_one_set_out(units: list[Unit]) -> dict[str, Any]:
         - table[u.name][shipped]
         for u in units
     }
+    plain = FusionParams(10)
     return {
+        "failures": {
+            u.name: {"plainRrf": failures(u, plain, 1.0), "shipped": failures(u, params, gate)}
+            for u in units
+            if u.data.kind == "questions"
+        },
         "candidateBoosts": {"boosts": CANDIDATE_BOOSTS, "deltaBySet": {k: round(v, 4) for k, v in boosted.items()}},
         "rows": rows,
         "setsBelow": sum(r["below"] for r in rows),
@@ -269,6 +276,34 @@ def dropped_by_abstention(units: list[Unit], params: FusionParams, min_score: fl
     return out
 
 
+def first_relevant(ranked: dict[str, float], relevant: set[str]) -> int | None:
+    order = sorted(ranked, key=lambda d: -ranked[d])
+    return next((i + 1 for i, d in enumerate(order) if d in relevant), None)
+
+
+def failures(unit: Unit, params: FusionParams, gate: float, worst: int = 6) -> list[dict[str, Any]]:
+    """The queries hybrid ranks worst against the vector arm, with what BM25 put first and why."""
+    qrels = SCORER.load_qrels(str(unit.data.qrels[unit.split]))
+    hybrid = offline_run(unit, "hybrid", params, gate)
+    vector = offline_run(unit, "vector", params, gate)
+    lexical = offline_run(unit, "lexical", params, gate)
+    rows = []
+    for qid, arm in unit.arms[gate].items():
+        relevant = {d for d, r in qrels.get(qid, {}).items() if r > 0}
+        h, v = first_relevant(hybrid[qid], relevant), first_relevant(vector[qid], relevant)
+        if v is None or (h is not None and h <= v):
+            continue
+        top = arm["lexical"][0] if arm["lexical"] else None
+        rows.append({
+            "query": arm["query"], "question": is_question(arm["query"]), "vectorRank": v, "hybridRank": h,
+            "bm25Rank": first_relevant(lexical[qid], relevant), "terms": query_terms(arm["query"]),
+            "bm25Top": None if top is None else {"path": top[1], "bm25": top[3], "cosine": top[2],
+                                                 "relevant": unit.data.doc_id(top[1]) in relevant},
+        })  # fmt: skip
+    rows.sort(key=lambda r: (r["hybridRank"] or 999) - r["vectorRank"], reverse=True)
+    return rows[:worst]
+
+
 def collect_units(evaluator: Evaluator, data: Dataset, data_dir: Path, chunks: int) -> list[Unit]:
     """Each split's arms per gate, kept beside the index (`--offline` replays them without services)."""
     units = []
@@ -298,8 +333,12 @@ def main() -> None:
     # Outside the repository: inside it, git (rightly) hides the ignored work folder from the indexer.
     parser.add_argument("--work", type=Path, default=Path.home() / ".cache" / "semsearch-eval")
     parser.add_argument("--out", type=Path, default=HERE / "results.json")
+    parser.add_argument("--offline", action="store_true", help="replay the arms of the last run only (no services)")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
+    if args.offline:
+        replay(args)
+        return
     embedder, addr = start_embedder(args.work / "embedder.log")
     evaluator = Evaluator(args.work, addr)
     results: dict[str, Any] = {"datasets": {}}
@@ -338,6 +377,27 @@ def main() -> None:
     report_loso(loso, results["abstention"])
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     console.print(f"wrote {args.out}")
+
+
+def cached_units(work: Path, data: Dataset) -> list[Unit]:
+    splits = ["train", "test"] if "train" in data.queries else ["test"]
+    units = []
+    for split in splits:
+        arms = {gate: json.loads((work / "arms" / f"{data.name}-{split}-{gate}.json").read_text())["arms"]
+                for gate in GATES}  # fmt: skip
+        name = f"{data.name}-{split}" if len(splits) > 1 else data.name
+        units.append(Unit(name, data, split, data.metric, arms, held_out=split == "test"))
+    return units
+
+
+def replay(args: argparse.Namespace) -> None:
+    """Leave-one-set-out again from the arms the last full run kept: for trying fusion ideas."""
+    units = [u for name in args.datasets.split(",") for u in cached_units(args.work, BUILDERS[name](args.work))]
+    results = json.loads(args.out.read_text()) if args.out.exists() else {"datasets": {}}
+    results["leaveOneSetOut"] = loso = leave_one_set_out(units)
+    results["abstention"] = dropped_by_abstention(units, FusionParams.from_settings(Settings()), Settings().min_score)
+    report_loso(loso, results["abstention"])
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
 
 
 def report(name: str, metrics: dict[str, dict[str, float]]) -> None:
