@@ -367,7 +367,8 @@ def search(query: str, as_json: bool, group_files: bool, boosts: tuple[str, ...]
     params.update(query=query, group="file" if group_files else "chunk")
     if boosts:
         if not all("=" in b for b in boosts):
-            raise click.BadParameter("write each as GLOB=FACTOR, e.g. '**/tests/**=0.8'", param_hint="--boost")
+            click.echo("semsearch: invalid --boost: write each as GLOB=FACTOR, e.g. '**/tests/**=0.8'", err=True)
+            sys.exit(2)
         params["path_boosts"] = {glob: factor for glob, _, factor in (b.rpartition("=") for b in boosts)}
     request = SearchRequest.model_validate(params)  # an invalid value: one line (Cli.invoke)
     with ApiClient(Settings()) as api:

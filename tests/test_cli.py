@@ -77,6 +77,8 @@ def test_serve_starts_both_services_and_stops_on_sigint(tmp_path: Path) -> None:
         (["grep", "x", "-m", "5000"], "max_results"),
         (["search", "x", "-k", "0"], "k"),
         (["add", "/tmp", "--name", "two words"], "name"),
+        (["search", "x", "--boost", "tests"], "GLOB=FACTOR"),
+        (["search", "x", "--boost", "**/tests/**=0"], "path_boosts"),
     ],
 )
 def test_invalid_arguments_are_one_line_naming_the_problem(tmp_path: Path, args: list[str], named: str) -> None:
