@@ -55,7 +55,7 @@ clean:
 
 # Retrieval quality on SciFact (../shared/eval), four FAQs (Python, Debian, git, SQLAlchemy: Debian
 # doc packages and a PyPI sdist) and two code sets (click, rich), each held out of the fusion
-# tuning in turn; ~35 min on 2 cores the first time, then the indexes are reused.
+# tuning in turn; ~40 min on 2 cores the first time, then the indexes are reused.
 eval: install
 	@for pkg in python3.11-doc debian-faq git-doc; do dpkg -s $$pkg >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \
 	  test -z "$$missing" || apt-get install -y -qq $$missing || (apt-get update -qq && apt-get install -y -qq $$missing) \
