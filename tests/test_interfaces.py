@@ -429,3 +429,25 @@ def test_scaffold_writes_project_files_and_keeps_edits(stack: Stack, tmp_path: P
     # The project's words describe the corpus, labelled as the project's, after semsearch's own.
     assert name == "shop-code" and "The project describes this corpus as: Edited by hand" in description
     assert description.startswith("Search the user's local folders")
+
+
+def test_path_boosts_from_the_cli_and_from_a_projects_file_over_mcp(stack: Stack, tmp_path: Path) -> None:
+    """`--boost` for one query; `pathBoosts` in `.semsearch.json` for every search the bridge makes."""
+    repo = tmp_path / "retrying"
+    for rel, text in {
+        "tests/test_retry.py": "def test_retry_backoff():\n    assert retry_with_backoff(3) == 3\n",
+        "src/retry.py": "def retry_with_backoff(times):\n    return times  # retry with exponential backoff\n",
+    }.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    stack.cli("add", str(repo))
+    stack.index(str(repo))
+    query = ["search", "test retry backoff", "--folder", "retrying", "--min-score", "-1", "--json"]
+    plain = json.loads(stack.cli(*query).stdout)
+    boosted = json.loads(stack.cli(*query, "--boost", "**/tests/**=0.5").stdout)
+    assert plain[0]["relPath"] == "tests/test_retry.py" and plain[0]["boost"] is None
+    assert boosted[0]["relPath"] == "src/retry.py"
+    assert [h["boost"] for h in boosted if h["relPath"].startswith("tests/")] == [0.5]
+    (repo / ".semsearch.json").write_text(json.dumps({"folders": ["retrying"], "pathBoosts": {"**/tests/**": 0.5}}))
+    failed, texts = mcp_call(stack, "search", {"query": "test retry backoff", "min_score": -1}, cwd=repo)
+    assert not failed and json.loads(texts[0])[0]["relPath"] == "src/retry.py"
