@@ -58,9 +58,20 @@ Pinch off the suckers that grow between the stem and the branches.
 }
 
 
-def write_corpus(root: Path) -> Path:
-    for rel, text in FILES.items():
+# A source file and its test, which share every word a query about them uses: path boosts decide.
+RETRY_REPO = {
+    "tests/test_retry.py": "def test_retry_backoff():\n    assert retry_with_backoff(3) == 3\n",
+    "src/retry.py": "def retry_with_backoff(times):\n    return times  # retry with exponential backoff\n",
+}
+
+
+def write_tree(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     return root
+
+
+def write_corpus(root: Path) -> Path:
+    return write_tree(root, FILES)

@@ -31,6 +31,7 @@ from semsearch.corpus.secrets import redact
 from semsearch.processes import Service, api_env, clean_env, free_port
 from semsearch.security import bearer_matches
 from tests.conftest import SEMSEARCH, Stack
+from tests.corpus import write_tree
 
 
 def rss_peak_kb(pid: int) -> int:
@@ -44,14 +45,6 @@ def alive(stack: Stack) -> bool:
     assert stack.service is not None and stack.service.proc is not None
     with stack.http() as http:
         return stack.service.proc.poll() is None and http.get("/healthz").status_code == 200
-
-
-def write_tree(root: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return root
 
 
 # --- 1, 2, 10: bounded requests ---------------------------------------------------------------

@@ -22,6 +22,7 @@ from semsearch.embedder.server import EmbedderService, build_server
 from semsearch.indexer.progress import Reporter
 from semsearch.indexer.run import Indexer
 from semsearch.processes import free_port
+from tests.corpus import RETRY_REPO, write_tree
 
 
 @pytest.fixture(scope="module")
@@ -123,12 +124,7 @@ def test_path_boosts_reorder_after_fusion_and_say_so(tmp_path: Path, embedder_ad
     settings = Settings(data_dir=tmp_path / "data", embedder_addr=embedder_address, corpus_root=tmp_path,
                         path_boosts={"**/tests/**": 0.5})  # fmt: skip
     repo = tmp_path / "repo"
-    for rel, text in {
-        "tests/test_retry.py": "def test_retry_backoff():\n    assert retry_with_backoff(3) == 3\n",
-        "src/retry.py": "def retry_with_backoff(times):\n    return times  # retry with exponential backoff\n",
-    }.items():
-        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-        (repo / rel).write_text(text)
+    write_tree(repo, RETRY_REPO)
     with TestClient(create_app(settings), base_url="http://127.0.0.1:8765") as client:
         assert client.post("/v1/folders", json={"path": str(repo)}).status_code == 201
         api = ApiClient(settings, url="http://127.0.0.1:8765")

@@ -19,6 +19,7 @@ from mcp.client.stdio import StdioServerParameters
 from semsearch import __version__
 from semsearch.processes import Service, free_port
 from tests.conftest import SEMSEARCH, Stack
+from tests.corpus import RETRY_REPO, write_tree
 
 PROJECT = {
     "src/session.py": (
@@ -434,12 +435,7 @@ def test_scaffold_writes_project_files_and_keeps_edits(stack: Stack, tmp_path: P
 def test_path_boosts_from_the_cli_and_from_a_projects_file_over_mcp(stack: Stack, tmp_path: Path) -> None:
     """`--boost` for one query; `pathBoosts` in `.semsearch.json` for every search the bridge makes."""
     repo = tmp_path / "retrying"
-    for rel, text in {
-        "tests/test_retry.py": "def test_retry_backoff():\n    assert retry_with_backoff(3) == 3\n",
-        "src/retry.py": "def retry_with_backoff(times):\n    return times  # retry with exponential backoff\n",
-    }.items():
-        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-        (repo / rel).write_text(text)
+    write_tree(repo, RETRY_REPO)
     stack.cli("add", str(repo))
     stack.index(str(repo))
     query = ["search", "test retry backoff", "--folder", "retrying", "--min-score", "-1", "--json"]
