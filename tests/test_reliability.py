@@ -50,8 +50,14 @@ def index(env: dict[str, str], *args: str, check: bool = True) -> subprocess.Com
 
 
 def chunk_shas(data_dir: Path) -> dict[str, set[str]]:
-    """path -> sha256 values of its chunks, read straight from the table (as a reader would)."""
-    table = lancedb.connect(str(data_dir / "index")).open_table("chunks").to_arrow().select(["path", "sha256"])
+    """path -> sha256 values of its chunks, read straight from the table (as a reader would).
+
+    An indexer killed before its first commit leaves no table at all, which a reader sees as empty.
+    """
+    db = lancedb.connect(str(data_dir / "index"))
+    if "chunks" not in db.list_tables().tables:
+        return {}
+    table = db.open_table("chunks").to_arrow().select(["path", "sha256"])
     out: dict[str, set[str]] = {}
     for row in table.to_pylist():
         out.setdefault(row["path"], set()).add(row["sha256"])
