@@ -211,6 +211,7 @@ def _hit(row: dict[str, Any], fused: Fused, exact: bool, registered: dict[str, s
         end_line=row["end_line"],
         page=row["page"],
         heading=row["heading"],
+        kind=row["kind"],
         text=row["text"],
         score=round(fused.score, 6),
         boost=None if fused.boost == 1.0 else round(fused.boost, 4),

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 from fastapi.responses import JSONResponse, Response
 
 from semsearch import __version__
-from semsearch.api import explain, gather, grep
+from semsearch.api import explain, gather, grep, symbols
 from semsearch.api.auth import require_token
 from semsearch.api.retrieval import SearchEngine
 from semsearch.api.runs import Leases, Runs
@@ -25,7 +25,7 @@ from semsearch.config import Settings
 from semsearch.corpus import files
 from semsearch.corpus.folders import FolderRegistry
 from semsearch.embedder.client import EmbedderClient, EmbedderError
-from semsearch.limits import MAX_CAT_LINES
+from semsearch.limits import MAX_CAT_LINES, MAX_SYMBOL_RESULTS
 from semsearch.schemas import (
     FINISHED,
     Calibration,
@@ -45,6 +45,7 @@ from semsearch.schemas import (
     LeaseIn,
     Manifest,
     Optimized,
+    Outline,
     ResetIn,
     Run,
     RunFinish,
@@ -53,6 +54,7 @@ from semsearch.schemas import (
     SearchRequest,
     SearchResponse,
     Status,
+    Symbols,
 )
 
 
@@ -291,6 +293,30 @@ def read_file(
         total_lines=total,
         text="\n".join(opened.lines[start_line - 1 : last]),
     )
+
+
+@v1.get("/symbols")
+def find_symbols(
+    store: StoreDep,
+    folders: FoldersDep,
+    name: Annotated[str, Query(min_length=1, max_length=256, description="A name, or `Class.method`.")],
+    kind: Annotated[list[str] | None, Query(max_length=32, description="function, method, class, …")] = None,
+    folder: Annotated[list[str] | None, Query(max_length=32, description="Only these folders.")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_SYMBOL_RESULTS)] = 50,
+) -> Symbols:
+    """Where a function, class or method is defined: exact names first, then prefixes, substrings, near misses."""
+    return symbols.find(store, folders, name, kind, folder, limit)
+
+
+@v1.get("/outline")
+def file_outline(
+    store: StoreDep,
+    folders: FoldersDep,
+    settings: SettingsDep,
+    path: Annotated[str, Query(max_length=4096, description="Absolute path, as in search results.")],
+) -> Outline:
+    """A source file's definitions in order (name, kind, lines, signature) — confined like a read."""
+    return symbols.outline(store, folders, settings, path)
 
 
 @v1.get("/explain")

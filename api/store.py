@@ -1,11 +1,13 @@
-"""The LanceDB index: a `chunks` table (text + vectors) and a `files` table (the manifest).
+"""The LanceDB index: a `chunks` table (text + vectors), a `symbols` table (definitions in
+source code) and a `files` table (the manifest).
 
 Only the API process opens these tables, and all writes go through one lock, so there
 is a single writer. Each file's chunks are replaced in one LanceDB commit
 (`merge_insert` that inserts the new rows and deletes the old ones together), so a
 reader or a crash sees either the old or the new version of a file, never both.
-The `files` row is written after its chunks: if we die in between, the manifest still
-holds the old stamp and the next indexing run redoes that file.
+A file's symbols are replaced the same way right after its chunks, and its `files` row is
+written after both: if we die in between, the manifest still holds the old stamp and the
+next indexing run redoes that file.
 """
 
 from __future__ import annotations
@@ -31,13 +33,15 @@ from semsearch.api.lexical import lexical_document
 from semsearch.malloc import trim
 from semsearch.schemas import FileChunks, FileStamp, IndexBatch, ManifestEntry
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: chunks have `kind`; the `symbols` table
 CHUNKS = "chunks"
 FILES = "files"
+SYMBOLS = "symbols"
 RESULT_COLUMNS = [
-    "id", "folder", "path", "start_line", "end_line", "page", "heading", "text", "mtime_ns",
+    "id", "folder", "path", "start_line", "end_line", "page", "heading", "kind", "text", "mtime_ns",
     "status", "superseded_by", "date",
 ]  # fmt: skip
+SYMBOL_COLUMNS = ["folder", "path", "name", "kind", "symbol_path", "start_line", "end_line", "signature", "mtime_ns"]
 # Stemmed and stop-worded like a good BM25 baseline; our `lexical` column adds identifier parts.
 FTS_CONFIG = FTS(stem=True, remove_stop_words=True, lower_case=True, ascii_folding=True, max_token_length=60)
 VERSION_RETENTION = timedelta(minutes=5)  # readers older than this may hold old versions open
@@ -67,6 +71,7 @@ def chunk_schema(dimension: int) -> pa.Schema:
             pa.field("end_line", pa.int32(), nullable=False),
             pa.field("page", pa.int32()),
             pa.field("heading", pa.string()),
+            pa.field("kind", pa.string()),
             pa.field("text", pa.string(), nullable=False),
             pa.field("vector", pa.list_(pa.float32(), dimension), nullable=False),
             pa.field("mtime_ns", pa.int64(), nullable=False),
@@ -97,6 +102,23 @@ FILE_SCHEMA = pa.schema(
 )
 
 
+SYMBOL_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.string(), nullable=False),
+        pa.field("folder", pa.string(), nullable=False),
+        pa.field("path", pa.string(), nullable=False),
+        pa.field("name", pa.string(), nullable=False),
+        pa.field("name_lower", pa.string(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("symbol_path", pa.string(), nullable=False),
+        pa.field("start_line", pa.int32(), nullable=False),
+        pa.field("end_line", pa.int32(), nullable=False),
+        pa.field("signature", pa.string(), nullable=False),
+        pa.field("mtime_ns", pa.int64(), nullable=False),
+    ]
+)
+
+
 @dataclass(frozen=True)
 class FolderStats:
     files: int
@@ -119,6 +141,9 @@ class Store:
         self.meta: dict[str, Any] = json.loads(self._meta_path.read_text()) if self._meta_path.exists() else {}
         names = set(self._db.list_tables().tables)
         self._files = self._db.open_table(FILES) if FILES in names else self._db.create_table(FILES, schema=FILE_SCHEMA)
+        self._symbols = (
+            self._db.open_table(SYMBOLS) if SYMBOLS in names else self._db.create_table(SYMBOLS, schema=SYMBOL_SCHEMA)
+        )
         self._chunks = self._db.open_table(CHUNKS) if CHUNKS in names else None
         # Which indices exist, read once: only this process creates them (optimize) or drops
         # them (reset), so a list_indices() call per query would only repeat what we know.
@@ -162,14 +187,17 @@ class Store:
     def model_id(self) -> str | None:
         return self.meta.get("model_id")
 
-    def _claim_model(self, model_id: str, dimension: int, chunking: dict[str, int] | None) -> None:
-        """The first write fixes the model (and records the chunking); later writes must match it."""
+    def _claim_model(self, batch: IndexBatch) -> None:
+        """The first write fixes the model and the code chunker (and records the chunk sizes);
+        later writes must match them."""
+        model_id, dimension = batch.model_id, batch.dimension
         if self.model_id is None:
             self.meta = {
                 "schema_version": SCHEMA_VERSION,
                 "model_id": model_id,
                 "dimension": dimension,
-                "chunking": chunking,
+                "chunker": batch.chunker,
+                "chunking": batch.chunking,
             }
             tmp = self._meta_path.with_suffix(".tmp")
             tmp.write_text(json.dumps(self.meta, indent=2))
@@ -180,6 +208,12 @@ class Store:
                 f"come from {model_id} ({dimension} dims); vectors of two models are never mixed — "
                 "rebuild with `semsearch index --rebuild`"
             )
+        elif batch.upserts and self.meta.get("chunker") != batch.chunker:
+            raise ModelMismatch(
+                f"the index was built with the {self.meta.get('chunker') or 'paragraph'} code chunker but this indexer "
+                f"uses {batch.chunker or 'paragraph'} (SEMSEARCH_CODE_CHUNKER); chunks of two chunkers are never "
+                "mixed — rebuild with `semsearch index --rebuild`, or set the chunker the index was built with"
+            )
         if self._chunks is None:
             self._chunks = self._db.create_table(CHUNKS, schema=chunk_schema(dimension), exist_ok=True)
 
@@ -188,22 +222,14 @@ class Store:
     def apply(self, folder: str, batch: IndexBatch) -> int:
         """Applies a batch of file changes; returns the number of chunks written."""
         with self._lock:
-            self._claim_model(batch.model_id, batch.dimension, batch.chunking)
+            self._claim_model(batch)
             assert self._chunks is not None
             rows = self._chunk_rows(folder, batch)
             replaced = [f.path for f in batch.upserts] + list(batch.deletes)
             if replaced:
                 gone = f"folder = {sql_str(folder)} AND {sql_in('path', replaced)}"
-                if rows.num_rows:
-                    (
-                        self._chunks.merge_insert("id")
-                        .when_matched_update_all()
-                        .when_not_matched_insert_all()
-                        .when_not_matched_by_source_delete(gone)
-                        .execute(rows)
-                    )
-                else:
-                    self._chunks.delete(gone)
+                _replace(self._chunks, rows, gone)
+                _replace(self._symbols, _symbol_rows(folder, batch), gone)
             self._write_manifest(folder, batch)
             self.facts = self.facts.with_files(
                 folder,
@@ -234,6 +260,7 @@ class Store:
                 columns["end_line"].append(chunk.end_line)
                 columns["page"].append(chunk.page)
                 columns["heading"].append(chunk.heading)
+                columns["kind"].append(chunk.kind)
                 columns["text"].append(chunk.text)
                 columns["mtime_ns"].append(f.mtime_ns)
                 columns["sha256"].append(f.sha256)
@@ -300,6 +327,7 @@ class Store:
         with self._lock:
             if self._chunks is not None:
                 self._chunks.delete(f"folder = {sql_str(folder)}")
+            self._symbols.delete(f"folder = {sql_str(folder)}")
             self._files.delete(f"folder = {sql_str(folder)}")
             self.facts = self.facts.without_folder(folder)
 
@@ -316,6 +344,13 @@ class Store:
             )
             for r in table.select(["path", "mtime_ns", "size", "sha256", "chunks"]).to_pylist()
         ]
+
+    def symbols(self, where: str, limit: int | None = None) -> pa.Table:
+        """Symbol rows (SYMBOL_COLUMNS plus `name_lower`) matching a SQL filter."""
+        query = self._symbols.search()
+        if where != TRUE:
+            query = query.where(where)
+        return query.select([*SYMBOL_COLUMNS, "name_lower"]).limit(limit).to_arrow()
 
     def folder_stats(self) -> dict[str, FolderStats]:
         table = self._files.search().select(["folder", "chunks", "indexed_at"]).limit(None).to_arrow()
@@ -412,6 +447,7 @@ class Store:
         if self._chunks is not None:
             self._chunks.optimize(cleanup_older_than=self.retention, delete_unverified=True)
         self._files.optimize(cleanup_older_than=self.retention, delete_unverified=True)
+        self._symbols.optimize(cleanup_older_than=self.retention, delete_unverified=True)
 
     def sample_vectors(self, n: int, seed: int | None = None) -> np.ndarray:
         """Up to n random chunk vectors (for the noise calibration)."""
@@ -427,14 +463,50 @@ class Store:
         """Forget everything: used by `semsearch index --rebuild` (new model, new chunking)."""
         with self._lock:
             existing = set(self._db.list_tables().tables)
-            for name in (CHUNKS, FILES):
+            for name in (CHUNKS, FILES, SYMBOLS):
                 if name in existing:
                     self._db.drop_table(name)
             self._meta_path.unlink(missing_ok=True)
             self.meta = {}
             self._chunks, self.fts_ready, self.ann_ready = None, False, False
             self._files = self._db.create_table(FILES, schema=FILE_SCHEMA)
+            self._symbols = self._db.create_table(SYMBOLS, schema=SYMBOL_SCHEMA)
             self.facts = IndexFacts()
 
     def disk_bytes(self) -> int:
         return sum(p.stat().st_size for p in self.index_dir.rglob("*") if p.is_file())
+
+
+def _replace(table: lancedb.table.Table, rows: pa.Table, gone: str) -> None:
+    """One commit: insert the new rows, delete the old rows of the same files."""
+    if rows.num_rows:
+        (
+            table.merge_insert("id")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .when_not_matched_by_source_delete(gone)
+            .execute(rows)
+        )
+    else:
+        table.delete(gone)
+
+
+def _symbol_rows(folder: str, batch: IndexBatch) -> pa.Table:
+    rows = [
+        {
+            "id": f"{folder}\x00{f.path}\x00{f.sha256}\x00{i}",
+            "folder": folder,
+            "path": f.path,
+            "name": s.name,
+            "name_lower": s.name.lower(),
+            "kind": s.kind,
+            "symbol_path": s.symbol_path,
+            "start_line": s.start_line,
+            "end_line": s.end_line,
+            "signature": s.signature,
+            "mtime_ns": f.mtime_ns,
+        }
+        for f in batch.upserts
+        for i, s in enumerate(f.symbols)
+    ]
+    return pa.Table.from_pylist(rows, schema=SYMBOL_SCHEMA)

@@ -97,7 +97,7 @@ def corpus_chunks(root: Path, count: Callable[[list[str]], list[int]]) -> list[s
             doc = extract(root / rel, settings.max_document_bytes)
         except Unindexable:
             continue
-        texts += [c.text for c in chunk_document(doc, count, ChunkSizes.from_settings(settings))[0]]
+        texts += [c.text for c in chunk_document(doc, count, ChunkSizes.from_settings(settings)).chunks]
     return texts
 
 

@@ -17,6 +17,7 @@ there are any, and is the one relevant document.
               eval/code_queries.json; the answers are source files.
 - rich-doc:   rich 13.9.4's source (PyPI sdist) with every docstring blanked (line numbers kept);
               the queries are those docstrings' first sentences, each against its file.
+- boltons-doc: the same of boltons 26.2.0 (reST docstrings, utility functions rather than classes).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ DEBIAN_PACKAGES = {"faq": "python3.11-doc", "debian-faq": "debian-faq", "gitfaq"
 FINGERPRINTS = {
     "sqlalchemy-2.0.36.tar.gz": "7f2767680b6d2398aea7082e45a774b2b0767b5c8d8ffb9c8b683088ea9b29c5",
     "rich-13.9.4.tar.gz": "439594978a49a09530cff7ebc4b5c7103ef57baf48d5ea3184f21d9a2befa098",
+    "boltons-26.2.0.tar.gz": "d39cfd15c1a1c3bd4d705c82252fa9edb8e4f5e8cc039f8e39afac7b1b47e92c",
     "faq": "11c52aed4168970ab66d88b37e2b80fda68cd7c3b20735a7a5d460e7edd4365c",  # python3.11-doc 3.11.2-6+deb12u8
     "debian-faq": "4e012742160b0fe465982d0a59b70f8a88b0e081363d26ea566ef434f426a469",  # debian-faq 11.1
     "gitfaq": "977344e81682a9746384945adbd4d1bfa49532e1eb1b72cd915346615afaa567",  # git-doc 1:2.39.5-0+deb12u3
@@ -67,6 +69,8 @@ class Dataset:
     kind: str = "questions"  # questions | claims | code
     source: str = ""
     fingerprint: dict[str, dict[str, Any]] = field(default_factory=dict)  # source -> {sha256, expected, changed}
+    # Code sets built from docstrings: query id -> the (relative path, `def`/`class` line) it was taken from.
+    definitions: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
 
     def doc_id(self, rel_path: str) -> str:
         return self.doc_of.get(rel_path) or Path(rel_path).stem
@@ -273,12 +277,13 @@ def sqla_faq(work: Path) -> Dataset:
                        "sqlalchemy-2.0.36.tar.gz").read_bytes()]))  # fmt: skip
 
 
-def blank_docstrings(source: str) -> tuple[str, list[str]]:
+def blank_docstrings(source: str) -> tuple[str, list[tuple[str, int]]]:
     """The source with each docstring's lines emptied (so line numbers hold), and the first
-    sentence of every function's and class's docstring that was blanked."""
+    sentence of every function's and class's docstring that was blanked, with the line of its
+    `def` or `class`."""
     tree = ast.parse(source)
     lines = source.splitlines()
-    firsts: list[str] = []
+    firsts: list[tuple[str, int]] = []
     for node in ast.walk(tree):
         if not isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
@@ -297,31 +302,45 @@ def blank_docstrings(source: str) -> tuple[str, list[str]]:
             first = re.split(r"(?<=[.!?])\s|\n\s*\n", doc.value.strip(), maxsplit=1)[0]
             first = " ".join(first.split())
             if len(first.split()) >= 6 and not first.startswith((">>>", "Args", "Returns")):
-                firsts.append(first)
+                firsts.append((first, node.lineno))
     return "\n".join(lines) + "\n", firsts
 
 
-def rich_doc(work: Path) -> Dataset:
-    """rich's own docstrings' first sentences, asked of its source with the docstrings gone."""
-    root = fetch_sdist(work, "rich-13.9.4.tar.gz") / "rich"
-    folder = work / "corpora" / "rich-doc" / "rich"
-    asked: dict[str, set[str]] = {}
+def docstring_set(work: Path, name: str, sdist: str, package: str, source: str) -> Dataset:
+    """A library's own docstrings' first sentences, asked of its source with the docstrings gone.
+    Judged by file (the module the sentence came from) and by definition (a returned chunk
+    covers the line of its `def` or `class`)."""
+    root = fetch_sdist(work, sdist) / package
+    folder = work / "corpora" / name / package
+    asked: dict[str, set[tuple[str, int]]] = {}
     for module in sorted(root.glob("*.py")):
         blanked, firsts = blank_docstrings(module.read_text())
         _write_if_changed(folder / module.name, blanked)
-        for first in firsts:
-            asked.setdefault(first, set()).add(module.name)
+        for first, line in firsts:
+            asked.setdefault(first, set()).add((module.name, line))
     # A deterministic sample, spread over the modules rather than the first ones.
     chosen = sorted(asked, key=lambda q: hashlib.sha1(q.encode()).hexdigest())[:MAX_DOCSTRING_QUERIES]
-    queries = {f"rich-{n:03d}": q for n, q in enumerate(sorted(chosen))}
-    qrels = ["query-id\tcorpus-id\tscore"] + [f"{qid}\t{f}\t1" for qid, q in queries.items() for f in sorted(asked[q])]
-    qrels_path = work / "qrels" / "rich-doc.tsv"
+    queries = {f"{name.split('-')[0]}-{n:03d}": q for n, q in enumerate(sorted(chosen))}
+    qrels = ["query-id\tcorpus-id\tscore"] + [
+        f"{qid}\t{f}\t1" for qid, q in queries.items() for f in sorted({m for m, _ in asked[q]})
+    ]
+    qrels_path = work / "qrels" / f"{name}.tsv"
     _write_if_changed(qrels_path, "\n".join(qrels) + "\n")
     doc_of = {p.name: p.name for p in folder.glob("*.py")}
-    archive = work / "download" / "rich-13.9.4.tar.gz"
-    return Dataset("rich-doc", folder, {"test": queries}, {"test": qrels_path}, doc_of, kind="code",
-                   source="rich 13.9.4 (PyPI sdist), docstrings blanked; their first sentences as queries",
-                   fingerprint={"rich": fingerprint("rich-13.9.4.tar.gz", [archive.read_bytes()])})  # fmt: skip
+    archive = work / "download" / sdist
+    return Dataset(name, folder, {"test": queries}, {"test": qrels_path}, doc_of, kind="code", source=source,
+                   fingerprint={package: fingerprint(sdist, [archive.read_bytes()])},
+                   definitions={qid: sorted(asked[q]) for qid, q in queries.items()})  # fmt: skip
+
+
+def rich_doc(work: Path) -> Dataset:
+    return docstring_set(work, "rich-doc", "rich-13.9.4.tar.gz", "rich",
+                         "rich 13.9.4 (PyPI sdist), docstrings blanked; their first sentences as queries")  # fmt: skip
+
+
+def boltons_doc(work: Path) -> Dataset:
+    return docstring_set(work, "boltons-doc", "boltons-26.2.0.tar.gz", "boltons",
+                         "boltons 26.2.0 (PyPI sdist), docstrings blanked; first sentences as queries")  # fmt: skip
 
 
 def code(work: Path) -> Dataset:
@@ -359,4 +378,4 @@ def code(work: Path) -> Dataset:
 
 
 BUILDERS = {"scifact": scifact, "faq": faq, "debian-faq": debian_faq, "gitfaq": gitfaq, "sqla-faq": sqla_faq,
-            "code": code, "rich-doc": rich_doc}  # fmt: skip
+            "code": code, "rich-doc": rich_doc, "boltons-doc": boltons_doc}  # fmt: skip

@@ -9,6 +9,9 @@
 - Markdown is split at headings first: a chunk never spans two sections, and each chunk
   carries its heading breadcrumb (`Auth > Refreshing tokens`). YAML frontmatter is parsed
   into metadata, not indexed as text.
+- Source code in a language with a grammar is chunked at syntax boundaries instead
+  (`syntax.chunk_code`: whole definitions, symbol breadcrumbs); a piece still over the
+  window, and code that does not parse, go through the same packing as prose.
 - Token counts come from the embedder (`CountTokens`) once per distinct line or word, in
   one or two calls per document. WordPiece splits at whitespace first, so the count of
   pieces joined by whitespace is the sum of their counts: nothing is ever re-tokenised.
@@ -26,6 +29,7 @@ import yaml
 
 from semsearch.config import Settings
 from semsearch.corpus.extract import Document, Segment
+from semsearch.indexer.syntax import Symbol, chunk_code
 from semsearch.schemas import DocMeta
 
 CountTokens = Callable[[list[str]], list[int]]
@@ -42,6 +46,20 @@ class Chunk:
     end_line: int
     heading: str | None = None
     page: int | None = None
+    kind: str | None = None  # code: what the chunk holds (function, method, class, …)
+    context: str | None = None  # code: embedded before the text (breadcrumb, a split function's signature)
+
+    @property
+    def embedded(self) -> str:
+        """What the model sees: the context (if any) on its own lines, then the text."""
+        return f"{self.context}\n{self.text}" if self.context else self.text
+
+
+@dataclass(frozen=True)
+class Chunked:
+    chunks: list[Chunk]
+    meta: DocMeta
+    symbols: list[Symbol]
 
 
 @dataclass(frozen=True)
@@ -147,23 +165,56 @@ class ChunkSizes:
         return cls(settings.chunk_tokens, settings.chunk_overlap_tokens, settings.chunk_max_tokens)
 
 
-def chunk_document(doc: Document, count: CountTokens, sizes: ChunkSizes) -> tuple[list[Chunk], DocMeta]:
+def chunk_document(doc: Document, count: CountTokens, sizes: ChunkSizes, language: str | None = None) -> Chunked:
+    """Chunks of a document; `language` (a `syntax.GRAMMARS` name) asks for syntax-aware chunks."""
+    counter = _CachedCounter(count)
+    if language is not None and not doc.markdown and len(doc.segments) == 1:
+        code = _code_chunks(doc.segments[0].text, language, counter, sizes)
+        if code is not None:
+            return code
     target, overlap, limit = sizes.target, sizes.overlap, sizes.limit
     parts, meta = sections(doc)
-    counter = _CachedCounter(count)
     counter.prime(line for part in parts for _, line in part.lines)
     chunks: list[Chunk] = []
     for part in parts:
         atoms = _atoms(part.lines, counter, limit)
         for text, start, end in _pack(atoms, target, overlap, limit):
             chunks.append(Chunk(text, start, end, part.heading, part.page))
-    return chunks, meta
+    return Chunked(chunks, meta, [])
 
 
-def chunk_text(text: str, count: CountTokens, sizes: ChunkSizes) -> list[Chunk]:
-    """Plain text (no Markdown rules): convenience for callers and tests."""
+def _code_chunks(text: str, language: str, counter: _CachedCounter, sizes: ChunkSizes) -> Chunked | None:
+    def count(texts: list[str]) -> list[int]:
+        counter.prime(texts)
+        return [counter[t] for t in texts]
+
+    parsed = chunk_code(text, language, count, sizes.target, sizes.limit)
+    if parsed is None:
+        return None
+    pieces, symbols = parsed
+    lines = text.split("\n")
+    chunks: list[Chunk] = []
+    for piece in pieces:
+        context = "\n".join(t for t in (piece.heading, piece.signature) if t) or None
+        spare = sizes.limit - (count([context])[0] if context else 0)
+        body = lines[piece.start_line - 1 : piece.end_line]
+        if not any(line.strip() for line in body):
+            continue
+        if sum(count(body)) <= spare:
+            chunks.append(Chunk("\n".join(body), piece.start_line, piece.end_line, piece.heading, None,
+                                piece.kind, context))  # fmt: skip
+            continue
+        # A single leaf over the window (a long string, a table literal): packed like prose.
+        numbered = list(enumerate(body, start=piece.start_line))
+        for part, start, end in _pack(_atoms(numbered, counter, spare), min(sizes.target, spare), 0, spare):
+            chunks.append(Chunk(part, start, end, piece.heading, None, piece.kind, context))
+    return Chunked(chunks, DocMeta(), symbols)
+
+
+def chunk_text(text: str, count: CountTokens, sizes: ChunkSizes, language: str | None = None) -> list[Chunk]:
+    """Plain text or code (no Markdown rules): convenience for callers and tests."""
     doc = Document([Segment(text)], markdown=False, sha256="", mtime_ns=0, size=len(text))
-    return chunk_document(doc, count, sizes)[0]
+    return chunk_document(doc, count, sizes, language).chunks
 
 
 class _CachedCounter:

@@ -29,6 +29,7 @@ from semsearch.corpus.discovery import FileList, size_limit
 from semsearch.corpus.extract import Unindexable, extract
 from semsearch.embedder.client import EmbedderClient
 from semsearch.indexer.chunker import ChunkSizes, chunk_document
+from semsearch.indexer.syntax import CHUNKER, language_for
 from semsearch.indexer.progress import Reporter
 from semsearch.report import summary_line
 from semsearch.schemas import (
@@ -41,6 +42,7 @@ from semsearch.schemas import (
     ManifestEntry,
     RunPlan,
     RunSummary,
+    SymbolIn,
     UnindexableFile,
 )
 
@@ -87,6 +89,8 @@ class Prepared:
     stamp: FileStamp
     chunks: list[ChunkIn]
     meta: DocMeta
+    embedded: list[str]  # what the model sees of each chunk (code: its breadcrumb first)
+    symbols: list[SymbolIn]
 
 
 @dataclass
@@ -165,6 +169,7 @@ class Indexer:
         self.model_id = info.model_id
         self.dimension = info.dimension
         self.holder = f"indexer pid {os.getpid()} on {socket.gethostname()}"
+        self.chunker = CHUNKER if settings.code_chunker == "syntax" else "paragraph"
         self.chunking = {
             "target": settings.chunk_tokens,
             "overlap": settings.chunk_overlap_tokens,
@@ -281,7 +286,9 @@ class Indexer:
         gone = sorted(set(manifest) - set(included))
         for start in range(0, len(gone), 500):
             part = gone[start : start + 500]
-            batch = IndexBatch(lease=lease, model_id=self.model_id, dimension=self.dimension, deletes=part)
+            batch = IndexBatch(
+                lease=lease, model_id=self.model_id, dimension=self.dimension, chunker=self.chunker, deletes=part
+            )
             self.api.apply(folder.name, batch)
             summary.files_deleted += len(part)
             for rel in part:
@@ -304,16 +311,29 @@ class Indexer:
         except Unindexable as exc:
             return exc
         stamp = FileStamp(path=rel, mtime_ns=doc.mtime_ns, size=doc.size, sha256=doc.sha256)
-        chunks, meta = chunk_document(doc, self.embedder.count_tokens, ChunkSizes.from_settings(self.settings))
+        language = language_for(rel) if self.chunker == CHUNKER else None
+        chunked = chunk_document(doc, self.embedder.count_tokens, ChunkSizes.from_settings(self.settings), language)
+        meta = chunked.meta
         return Prepared(
             stamp,
             [
-                ChunkIn(start_line=c.start_line, end_line=c.end_line, text=c.text, heading=c.heading, page=c.page)
-                for c in chunks
+                ChunkIn(
+                    start_line=c.start_line, end_line=c.end_line, text=c.text, heading=c.heading, page=c.page,
+                    kind=c.kind,
+                )  # fmt: skip
+                for c in chunked.chunks
             ],
             DocMeta(
                 title=meta.title, status=meta.status, superseded_by=meta.superseded_by, date=meta.date, tags=meta.tags
             ),
+            [c.embedded for c in chunked.chunks],
+            [
+                SymbolIn(
+                    name=s.name, kind=s.kind, symbol_path=s.symbol_path, start_line=s.start_line,
+                    end_line=s.end_line, signature=s.signature,
+                )  # fmt: skip
+                for s in chunked.symbols
+            ],
         )
 
     def _embed(self, texts: list[str]) -> np.ndarray:
@@ -332,7 +352,7 @@ class Indexer:
     def _flush(self, pending: _Pending, lease: str, writer: _Writer) -> None:
         if not len(pending):
             return
-        texts = [c.text for p in pending.upserts for c in p.chunks]
+        texts = [text for p in pending.upserts for text in p.embedded]
         vectors = self._embed(texts) if texts else None
         upserts, offset = [], 0
         for p in pending.upserts:
@@ -341,11 +361,18 @@ class Indexer:
             offset += n
             # Base64Bytes validates base64 text, so the packed floats are encoded here.
             upserts.append(
-                FileChunks(**p.stamp.model_dump(), chunks=p.chunks, meta=p.meta, vectors=base64.b64encode(block))
+                FileChunks(
+                    **p.stamp.model_dump(),
+                    chunks=p.chunks,
+                    meta=p.meta,
+                    vectors=base64.b64encode(block),
+                    symbols=p.symbols,
+                )
             )
         batch = IndexBatch(
             lease=lease,
             chunking=self.chunking,
+            chunker=self.chunker,
             model_id=self.model_id,
             dimension=self.dimension,
             upserts=upserts,

@@ -29,9 +29,11 @@ from semsearch.schemas import (
     GrepRequest,
     GrepResponse,
     HitSummary,
+    Outline,
     Run,
     RunRequest,
     SearchRequest,
+    Symbols,
     Wire,
 )
 from semsearch.text import fence_for, one_line
@@ -138,6 +140,31 @@ class Bridge:
         if response.truncated:
             lines.append("(truncated: narrow with folder or fileGlob, or raise maxResults)")
         return structured("\n".join(lines), response)
+
+    async def symbols(self, name: str, kind: str | None, folder: str | None, limit: int) -> CallToolResult:
+        kinds = [k.strip() for k in kind.split(",") if k.strip()] if kind else None
+        folders = [f.strip() for f in folder.split(",") if f.strip()] if folder else self.project.folders or None
+        found = await self.call(self.api.symbols, name, kinds, folders, limit)
+        lines = [
+            f"{one_line(s.folder)} · {one_line(s.rel_path)}:{s.start_line}-{s.end_line}  {s.kind} "
+            f"{one_line(s.symbol_path)}  —  {one_line(s.signature)}"
+            for s in found.symbols
+        ]
+        if found.message:
+            lines.append(found.message)
+        if found.truncated:
+            lines.append(f"(more than {limit} matched: narrow with kind or folder, or raise limit)")
+        return structured("\n".join(lines), found)
+
+    async def outline(self, file_path: str) -> CallToolResult:
+        found = await self.call(self.api.outline, file_path)
+        lines = [f"{one_line(found.folder)} · {one_line(found.rel_path)}"]
+        for s in found.symbols:
+            depth = s.symbol_path.count(" › ")
+            lines.append(f"{'  ' * depth}{s.start_line}-{s.end_line}  {s.kind} {one_line(s.name)}  —  {one_line(s.signature)}")
+        if found.message:
+            lines.append(found.message)
+        return structured("\n".join(lines), found)
 
     async def index(self, root: str | None, force: bool, max_files: int | None) -> CallToolResult:
         folder = await self._folder_name(root) if root else None
@@ -256,6 +283,34 @@ def build_server(settings: Settings, project: ProjectConfig | None = None) -> MC
             pattern=pattern, folder=folder, file_glob=fileGlob, case_sensitive=caseSensitive, regex=regex,
             max_results=maxResults,
         )  # fmt: skip
+
+    @server.tool(
+        name="symbols",
+        title="Find symbols",
+        annotations=READ_ONLY,
+        description="Where a function, method, class (…) is defined, by name: exact names first, then "
+        "prefixes, substrings and near misses. `Class.method` narrows by the enclosing symbol. Output lines: "
+        "`folder · relPath:start-end  kind symbolPath  —  signature`.",
+    )
+    async def symbols(
+        name: Annotated[str, Field(min_length=1, max_length=256, description="A name, or Class.method.")],
+        kind: Annotated[str | None, Field(description="Only these kinds: function, method, class, … (a,b).")] = None,
+        folder: Annotated[str | None, Field(description="Only this folder, or a,b.")] = None,
+        limit: Annotated[int, Field(ge=1, le=500)] = 50,
+    ) -> Annotated[CallToolResult, Symbols]:
+        return await bridge.symbols(name, kind, folder, limit)
+
+    @server.tool(
+        name="outline",
+        title="Outline a file",
+        annotations=READ_ONLY,
+        description="A source file's definitions in order (kind, name, lines, signature), nested by depth: "
+        "read its shape before reading it. Confined like cat_file.",
+    )
+    async def outline(
+        filePath: Annotated[str, Field(description="Absolute path, as in search results.")],  # noqa: N803
+    ) -> Annotated[CallToolResult, Outline]:
+        return await bridge.outline(filePath)
 
     @server.tool(
         name="index",

@@ -449,6 +449,53 @@ def grep(pattern: str, as_json: bool, **options: Any) -> None:
     sys.exit(0 if response.matches else 1)  # like grep: 1 when nothing matched
 
 
+@main.command()
+@click.argument("name")
+@click.option("--kind", help="Only these kinds (a,b): function, method, class, struct, interface, …")
+@click.option("--folder", help="Only these folders (a,b).")
+@click.option("-n", "--limit", type=int, default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@api_errors
+def symbols(name: str, kind: str | None, folder: str | None, limit: int, as_json: bool) -> None:
+    """Where NAME is defined (a function, method, class, …; `Class.method` narrows)."""
+    with ApiClient(Settings()) as api:
+        found = api.symbols(name, _csv(kind), _csv(folder), limit)
+    if as_json:
+        click.echo(json.dumps(found.dump(), indent=2, ensure_ascii=False))
+        return
+    for s in found.symbols:
+        click.echo(
+            f"{s.folder} · {s.rel_path}:{s.start_line}-{s.end_line}  {s.kind:<9} {s.symbol_path}  —  {s.signature}"
+        )
+    if found.message:
+        click.echo(found.message, err=True)
+    if found.truncated:
+        click.echo(f"(more than {limit} matched: narrow with --kind or --folder, or raise --limit)", err=True)
+    sys.exit(0 if found.symbols else 1)
+
+
+@main.command()
+@click.argument("file_path")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@api_errors
+def outline(file_path: str, as_json: bool) -> None:
+    """The definitions in FILE_PATH, in order and nested (from the index)."""
+    with ApiClient(Settings()) as api:
+        found = api.outline(os.path.abspath(file_path))
+    if as_json:
+        click.echo(json.dumps(found.dump(), indent=2, ensure_ascii=False))
+        return
+    for s in found.symbols:
+        indent = "  " * s.symbol_path.count(" › ")
+        click.echo(f"{s.start_line:>5}-{s.end_line:<5} {indent}{s.kind} {s.name}  —  {s.signature}")
+    if found.message:
+        click.echo(found.message, err=True)
+
+
+def _csv(value: str | None) -> list[str] | None:
+    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+
 @main.command("index-status")
 @click.argument("run_id", required=False)
 @click.option("--wait", type=float, default=0, help="Seconds to wait for the run to finish.")

@@ -26,6 +26,7 @@ from semsearch.schemas import (
     LeaseIn,
     Manifest,
     Optimized,
+    Outline,
     Run,
     RunFinish,
     RunProgress,
@@ -33,6 +34,7 @@ from semsearch.schemas import (
     SearchRequest,
     SearchResponse,
     Status,
+    Symbols,
 )
 
 
@@ -181,6 +183,15 @@ class ApiClient:
         if end_line is not None:
             params["endLine"] = end_line
         return FileContent.model_validate(self._request("GET", "/v1/files", params=params))
+
+    def symbols(
+        self, name: str, kind: list[str] | None = None, folder: list[str] | None = None, limit: int = 50
+    ) -> Symbols:
+        params = {"name": name, "kind": kind or [], "folder": folder or [], "limit": limit}
+        return Symbols.model_validate(self._request("GET", "/v1/symbols", params=params))
+
+    def outline(self, path: str) -> Outline:
+        return Outline.model_validate(self._request("GET", "/v1/outline", params={"path": path}))
 
     def grep(self, request: GrepRequest) -> GrepResponse:
         return GrepResponse.model_validate(self._request("POST", "/v1/grep", json=request.dump()))

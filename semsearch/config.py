@@ -143,6 +143,11 @@ class Settings(BaseSettings):
     chunk_tokens: int = Field(200, description="Target chunk size: long enough for context, short of the window.")
     chunk_overlap_tokens: int = Field(35, description="Shared between neighbours so a sentence cut in two is found.")
     chunk_max_tokens: int = Field(254, description="Hard cap: 254 + [CLS] + [SEP] = the model's 256 window.")
+    code_chunker: Literal["syntax", "paragraph"] = Field(
+        "syntax",
+        description="syntax: source code chunked at definitions with symbol paths (tree-sitter), which `make "
+        "eval` measured above paragraphs on every code set; paragraph: code chunked like prose.",
+    )
     embed_batch_chunks: int = Field(64, description="Chunks per Embed call: amortises gRPC, bounds memory.")
     index_concurrency: int = Field(2, description="Threads reading and chunking ahead of the embedder.")
     write_batch_files: int = Field(32, description="Files per write to the API: few commits, small fragments.")

@@ -13,6 +13,8 @@ MAX_FILTER_CHARS = 256
 # is at most 254 tokens), so that a batch's size in memory is bounded by more than its body.
 MAX_BATCH_FILES = 2_000
 MAX_FILE_CHUNKS = 100_000
+MAX_FILE_SYMBOLS = 100_000
+MAX_SYMBOL_RESULTS = 500  # one /v1/symbols answer; a name that matches more is too vague to read through
 MAX_CHUNK_CHARS = 200_000
 # gRPC messages to and from the embedder: 64 chunks of 254 tokens with their vectors fit many times.
 MAX_EMBED_MESSAGE_BYTES = 64 * 1024 * 1024

@@ -18,6 +18,7 @@ from semsearch.limits import (
     MAX_BATCH_FILES,
     MAX_CHUNK_CHARS,
     MAX_FILE_CHUNKS,
+    MAX_FILE_SYMBOLS,
     MAX_FILTER_CHARS,
     MAX_FILTER_ITEMS,
     MAX_LOG_LINES,
@@ -96,8 +97,20 @@ class ChunkIn(Request):
     start_line: int = Field(ge=1)
     end_line: int = Field(ge=1)
     text: str = Field(max_length=MAX_CHUNK_CHARS)
-    heading: str | None = None
+    heading: str | None = Field(None, description="Markdown heading breadcrumb, or code's symbol path.")
     page: int | None = None
+    kind: str | None = Field(None, description="Code: what the chunk holds (function, method, class, …).")
+
+
+class SymbolIn(Request):
+    """A definition in a source file, as the indexer's parse found it."""
+
+    name: str = Field(max_length=MAX_FILTER_CHARS)
+    kind: str = Field(max_length=32)
+    symbol_path: str = Field(max_length=4096, description="Enclosing symbols, then its own name, joined by ` › `.")
+    start_line: int = Field(ge=1)
+    end_line: int = Field(ge=1)
+    signature: str = Field("", max_length=1000)
 
 
 def _bounded_tags(value: Any) -> Any:
@@ -121,6 +134,7 @@ class FileChunks(FileStamp):
     chunks: list[ChunkIn] = Field(max_length=MAX_FILE_CHUNKS)
     vectors: Base64Bytes = Field(description="len(chunks) x dimension little-endian float32, base64.")
     meta: DocMeta = DocMeta()
+    symbols: list[SymbolIn] = Field([], max_length=MAX_FILE_SYMBOLS, description="Definitions (source code).")
 
 
 class IndexBatch(Request):
@@ -128,6 +142,9 @@ class IndexBatch(Request):
 
     lease: str | None = Field(None, description="The writer's lease on the folder, when it holds one.")
     chunking: dict[str, int] | None = Field(None, description="Chunker parameters, recorded with the index.")
+    chunker: str | None = Field(
+        None, description="How source code was chunked (`syntax-1`, `paragraph`): part of the index's identity."
+    )
     model_id: str
     dimension: int
     upserts: list[FileChunks] = Field([], max_length=MAX_BATCH_FILES)
@@ -327,7 +344,8 @@ class HitSummary(Wire):
     start_line: int
     end_line: int
     page: int | None = None
-    heading: str | None = None
+    heading: str | None = Field(None, description="Markdown heading breadcrumb, or code's symbol path (`A › b`).")
+    kind: str | None = Field(None, description="Code: what the chunk holds (function, method, class, …).")
     text: str
     score: float = Field(description="Fused rank score (RRF); compare within one answer only.")
     cosine: float = Field(description="Cosine similarity of query and chunk, comparable across queries.")
@@ -414,6 +432,35 @@ class Explained(Wire):
     stale: bool | None = None
     secrets_redacted: int = 0
     boost: float = Field(1.0, description="The server's path boost for this path (pathBoosts), 1 if none.")
+
+
+class Symbol(Wire):
+    """A definition found by the indexer's parse (`GET /v1/symbols`, `GET /v1/outline`)."""
+
+    name: str
+    kind: str
+    symbol_path: str = Field(description="Enclosing symbols, then its own name: `Headers › setlistdefault`.")
+    folder: str
+    rel_path: str
+    file_path: str
+    start_line: int
+    end_line: int
+    signature: str = Field(description="The definition's first line(s), up to its body.")
+    stale: bool = Field(False, description="The file changed on disk after it was indexed.")
+
+
+class Symbols(Wire):
+    symbols: list[Symbol]
+    truncated: bool = Field(False, description="More matched than `limit`; narrow by kind or folder.")
+    message: str | None = Field(None, description="Why the answer is empty, when it is.")
+
+
+class Outline(Wire):
+    folder: str
+    rel_path: str
+    file_path: str
+    symbols: list[Symbol]
+    message: str | None = Field(None, description="Why there is nothing to show, when there is not.")
 
 
 class Optimized(Wire):

@@ -93,7 +93,8 @@ A 401 means the refresh token was revoked.
 
 Invoices are sent monthly.
 """
-    chunks, meta = chunk_document(markdown(text), embedder.count_tokens, SIZES)
+    chunked = chunk_document(markdown(text), embedder.count_tokens, SIZES)
+    chunks, meta = chunked.chunks, chunked.meta
     assert meta.title == "Auth guide" and meta.status == "superseded"
     assert meta.superseded_by == "reference/auth.md" and meta.date == "2026-03-01"
     assert meta.tags == ["auth", "security"]

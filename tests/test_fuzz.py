@@ -108,7 +108,7 @@ def test_a_file_that_fails_while_being_read_is_unreadable_not_a_crash() -> None:
 )
 def test_chunker_never_exceeds_the_window(embedder: EmbedderClient, text: str, markdown: bool) -> None:
     doc = Document([Segment(text)], markdown=markdown, sha256="", mtime_ns=0, size=len(text))
-    chunks, _ = chunk_document(doc, embedder.count_tokens, ChunkSizes.from_settings(Settings()))
+    chunks = chunk_document(doc, embedder.count_tokens, ChunkSizes.from_settings(Settings())).chunks
     if chunks:
         assert max(embedder.count_tokens([c.text for c in chunks])) <= 254
         assert all(1 <= c.start_line <= c.end_line for c in chunks)

@@ -235,7 +235,9 @@ def test_every_mcp_tool_over_stdio(stack: Stack, project: Path) -> None:
             return out
 
     out = with_worker(stack, "worker.log", run)
-    assert set(out["tools"]) == {"search", "gather", "list_folders", "cat_file", "grep", "index", "index_status"}
+    assert set(out["tools"]) == {
+        "search", "gather", "list_folders", "cat_file", "grep", "index", "index_status", "symbols", "outline"
+    }  # fmt: skip
     for tool in out["tools"].values():
         assert tool.input_schema.get("additionalProperties") is False
         # Titles and hints: clients that auto-approve read-only tools need not ask about a search.

@@ -38,6 +38,8 @@ def project(tmp_path_factory: pytest.TempPathFactory, stack: Stack) -> Path:
     root = tmp_path_factory.mktemp("ts") / "harbour"
     root.mkdir()
     (root / "pilots.md").write_text("# Pilots\n\nThe harbour pilot boards incoming ships at the outer buoy.\n")
+    # Real TypeScript nobody here wrote, for symbols and outline: eventsource-parser's parser.
+    shutil.copy(CLIENT / "node_modules" / "eventsource-parser" / "src" / "parse.ts", root / "parse.ts")
     stack.cli("add", str(root))
     stack.index()
     return root
@@ -60,7 +62,9 @@ def test_typescript_client_over_stdio(stack: Stack, project: Path) -> None:
     })  # fmt: skip
     assert out["serverInfo"]["version"] == __version__
     tools = {t["name"]: t for t in out["tools"]}
-    assert set(tools) == {"search", "gather", "list_folders", "cat_file", "grep", "index", "index_status"}
+    assert set(tools) == {
+        "search", "gather", "list_folders", "cat_file", "grep", "index", "index_status", "symbols", "outline"
+    }  # fmt: skip
     for name, tool in tools.items():
         hints = tool["annotations"]
         assert tool["title"] and hints["openWorldHint"] is False, name
@@ -91,6 +95,31 @@ def test_typescript_client_over_stdio(stack: Stack, project: Path) -> None:
     assert "errors.pydantic.dev" not in small["text"][0]  # no link out in an argument error
     assert unknown["isError"] and "kk" in " ".join(unknown["text"])
     assert not folders["isError"] and json.loads(folders["text"][0])[0]["name"] == "harbour"
+
+
+def test_typescript_client_symbols_and_outline(stack: Stack, project: Path) -> None:
+    out = ts_client({
+        "transport": "stdio", "command": SEMSEARCH, "args": ["mcp"], "env": stack.env,
+        "calls": [
+            {"name": "symbols", "arguments": {"name": "createParser"}},
+            {"name": "symbols", "arguments": {"name": "parseLine", "kind": "function"}},
+            {"name": "outline", "arguments": {"filePath": str(project / "parse.ts")}},
+            {"name": "outline", "arguments": {"filePath": "/etc/hostname"}},
+            {"name": "symbols", "arguments": {"name": "x", "limit": 0}},
+        ],
+    })  # fmt: skip
+    tools = {t["name"]: t for t in out["tools"]}
+    for name in ("symbols", "outline"):
+        assert tools[name]["annotations"]["readOnlyHint"] is True and tools[name]["outputSchema"]["type"] == "object"
+    exact, nested, outline, refused, invalid = out["results"]
+    assert not exact["isError"] and exact["structuredContent"]["symbols"][0]["symbolPath"] == "createParser"
+    assert exact["text"][0].startswith("harbour · parse.ts:") and "function createParser" in exact["text"][0]
+    assert nested["structuredContent"]["symbols"][0]["symbolPath"] == "createParser › parseLine"
+    paths = [s["symbolPath"] for s in outline["structuredContent"]["symbols"]]
+    assert paths.index("createParser") < paths.index("createParser › feed")
+    assert outline["text"][0].splitlines()[0] == "harbour · parse.ts"
+    assert refused["isError"] and "outside the indexed folders" in refused["text"][0]
+    assert invalid["isError"] and "limit" in invalid["text"][0]
 
 
 def test_typescript_client_over_streamable_http(stack: Stack, project: Path) -> None:

@@ -67,12 +67,18 @@ def locate(path: str, folders: FolderRegistry) -> tuple[RegisteredFolder, str]:
     raise Refused(f"{path} is outside the indexed folders; call list_folders to see which folders can be read")
 
 
-def read(path: str, folders: FolderRegistry, settings: Settings) -> OpenedFile:
+def admit(path: str, folders: FolderRegistry, settings: Settings) -> tuple[RegisteredFolder, str]:
+    """The folder and relative path of a file the indexer would index; Refused otherwise."""
     folder, rel = locate(path, folders)
-    root = os.path.realpath(folder.path)
     verdict = file_list(folder.path, settings).explain(rel)
     if not verdict.included:
         raise Refused(f"{folder.name}/{rel} is not indexed ({verdict.rule}: {verdict.detail}), so it cannot be read")
+    return folder, rel
+
+
+def read(path: str, folders: FolderRegistry, settings: Settings) -> OpenedFile:
+    folder, rel = admit(path, folders, settings)
+    root = os.path.realpath(folder.path)
     try:
         # O_NONBLOCK: opening a FIFO swapped in for the file must not wait for a writer.
         fd = os.open(os.path.join(root, rel), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
