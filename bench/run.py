@@ -34,7 +34,7 @@ from semsearch.corpus.discovery import FileList
 from semsearch.corpus.extract import Unindexable, extract
 from semsearch.embedder.client import EmbedderClient
 from semsearch.embedder.model import load
-from semsearch.indexer.chunker import ChunkSizes, chunk_document
+from semsearch.indexer.chunker import ChunkSizes, SharedCounts, chunk_document
 from semsearch.processes import start_api, start_embedder
 
 HERE = Path(__file__).resolve().parent
@@ -428,6 +428,8 @@ def main() -> None:
     results["mcpStartup"] = bridge_startup(env)
     console.print("7c. fusion cost per query")
     results["fusion"] = fusion_cost()
+    console.print("7d. code chunking: syntax against paragraphs")
+    results["parse"] = parse_cost(root, encoder_for_counts.count_tokens)
 
     console.print("8. memory")
     results["memory"]["embedderPeakRssMb"] = round(rss_peak_mb(embedder.pid), 1)
@@ -490,6 +492,40 @@ def fusion_cost(runs: int = 2000) -> dict[str, Any]:
             "plainRrfP50_ms": round(float(np.median(plain)) * 1000, 3),
         }
     return out
+
+
+def parse_cost(root: Path, count: Callable[[list[str]], list[int]]) -> dict[str, Any]:
+    """Chunking the corpus's source files both ways, alternating per file, token counts from the
+    embedder as the indexer gets them (each chunker with its own cache, so neither warms the
+    other's): ms per 1,000 files for the syntax chunker, the paragraph chunker, and the
+    tree-sitter parse alone."""
+    from semsearch.indexer.syntax import _parser, language_for
+
+    settings = Settings()
+    sizes = ChunkSizes.from_settings(settings)
+    syntax_counts, paragraph_counts = SharedCounts(count), SharedCounts(count)  # as a run shares them
+    syntax_s = paragraph_s = parse_s = 0.0
+    files = 0
+    for rel in FileList.from_settings(root, settings).files():
+        language = language_for(rel)
+        if language is None:
+            continue
+        try:
+            doc = extract(root / rel, settings.max_document_bytes)
+        except Unindexable:
+            continue
+        files += 1
+        text = doc.segments[0].text
+        syntax_s += timed(lambda d=doc, lang=language, r=rel: chunk_document(d, syntax_counts, sizes, lang, r))  # type: ignore[misc]
+        paragraph_s += timed(lambda d=doc: chunk_document(d, paragraph_counts, sizes))  # type: ignore[misc]
+        parse_s += timed(lambda t=text, lang=language: _parser(lang).parse(t.encode()))  # type: ignore[misc]
+    per = 1000 / max(files, 1) * 1000
+    return {
+        "files": files,
+        "syntaxMsPer1000Files": round(syntax_s * per, 1),
+        "paragraphMsPer1000Files": round(paragraph_s * per, 1),
+        "parseMsPer1000Files": round(parse_s * per, 1),
+    }
 
 
 def mcp_latency(env: dict[str, str], queries: list[str]) -> dict[str, Any]:
@@ -639,6 +675,11 @@ def report() -> None:
             "≤ 1.5 × bare",
         )
     )
+    if "parse" in results:
+        parse = results["parse"]
+        rows.append(("code chunking ms / 1000 files: syntax (paragraph)",
+                     f"{parse['syntaxMsPer1000Files']} ({parse['paragraphMsPer1000Files']})", ""))  # fmt: skip
+        rows.append(("  tree-sitter parse alone ms / 1000 files", parse["parseMsPer1000Files"], ""))
     for pool, cost in results.get("fusion", {}).items():
         rows.append((f"fusion per query ms, {pool} (plain RRF)", f"{cost['p50_ms']} ({cost['plainRrfP50_ms']})", "≤ 1"))
     memory = results["memory"]

@@ -60,6 +60,7 @@ def main() -> None:
     parser.add_argument("--datasets", default=",".join(CODE_SETS))
     parser.add_argument("--work", type=Path, default=Path.home() / ".cache" / "semsearch-eval")
     parser.add_argument("--out", type=Path, default=HERE / "results.json")
+    parser.add_argument("--chunkers", default=",".join(CHUNKERS))
     args = parser.parse_args()
     embedder, addr = start_embedder(args.work / "embedder.log")
     evaluator = Evaluator(args.work, addr)
@@ -68,7 +69,7 @@ def main() -> None:
         for name in args.datasets.split(","):
             data = BUILDERS[name](args.work)
             found[name] = {"queries": len(data.queries["test"]), "source": data.source}
-            for chunker in CHUNKERS:
+            for chunker in args.chunkers.split(","):
                 extra = {"SEMSEARCH_CODE_CHUNKER": chunker}
                 data_dir = args.work / "data" / Settings().model_compute / f"{name}-{chunker}"
                 service, env = start_api(data_dir, addr, **extra)

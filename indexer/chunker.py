@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -165,11 +166,14 @@ class ChunkSizes:
         return cls(settings.chunk_tokens, settings.chunk_overlap_tokens, settings.chunk_max_tokens)
 
 
-def chunk_document(doc: Document, count: CountTokens, sizes: ChunkSizes, language: str | None = None) -> Chunked:
-    """Chunks of a document; `language` (a `syntax.GRAMMARS` name) asks for syntax-aware chunks."""
+def chunk_document(
+    doc: Document, count: CountTokens, sizes: ChunkSizes, language: str | None = None, path: str | None = None
+) -> Chunked:
+    """Chunks of a document; `language` (a `syntax.GRAMMARS` name) asks for syntax-aware chunks,
+    whose embedded context starts with `path` (the file's relative path) when given."""
     counter = _CachedCounter(count)
     if language is not None and not doc.markdown and len(doc.segments) == 1:
-        code = _code_chunks(doc.segments[0].text, language, counter, sizes)
+        code = _code_chunks(doc.segments[0].text, language, counter, sizes, path)
         if code is not None:
             return code
     target, overlap, limit = sizes.target, sizes.overlap, sizes.limit
@@ -183,31 +187,32 @@ def chunk_document(doc: Document, count: CountTokens, sizes: ChunkSizes, languag
     return Chunked(chunks, meta, [])
 
 
-def _code_chunks(text: str, language: str, counter: _CachedCounter, sizes: ChunkSizes) -> Chunked | None:
+def _code_chunks(
+    text: str, language: str, counter: _CachedCounter, sizes: ChunkSizes, path: str | None
+) -> Chunked | None:
     def count(texts: list[str]) -> list[int]:
         counter.prime(texts)
         return [counter[t] for t in texts]
 
-    parsed = chunk_code(text, language, count, sizes.target, sizes.limit)
+    parsed = chunk_code(text, language, count, sizes.target, sizes.limit, path)
     if parsed is None:
         return None
     pieces, symbols = parsed
     lines = text.split("\n")
     chunks: list[Chunk] = []
     for piece in pieces:
-        context = "\n".join(t for t in (piece.heading, piece.signature) if t) or None
-        spare = sizes.limit - (count([context])[0] if context else 0)
+        spare = sizes.limit - piece.context_tokens
         body = lines[piece.start_line - 1 : piece.end_line]
         if not any(line.strip() for line in body):
             continue
-        if sum(count(body)) <= spare:
+        if sum(counter[line] for line in body) <= spare:
             chunks.append(Chunk("\n".join(body), piece.start_line, piece.end_line, piece.heading, None,
-                                piece.kind, context))  # fmt: skip
+                                piece.kind, piece.context))  # fmt: skip
             continue
         # A single leaf over the window (a long string, a table literal): packed like prose.
         numbered = list(enumerate(body, start=piece.start_line))
         for part, start, end in _pack(_atoms(numbered, counter, spare), min(sizes.target, spare), 0, spare):
-            chunks.append(Chunk(part, start, end, piece.heading, None, piece.kind, context))
+            chunks.append(Chunk(part, start, end, piece.heading, None, piece.kind, piece.context))
     return Chunked(chunks, DocMeta(), symbols)
 
 
@@ -215,6 +220,35 @@ def chunk_text(text: str, count: CountTokens, sizes: ChunkSizes, language: str |
     """Plain text or code (no Markdown rules): convenience for callers and tests."""
     doc = Document([Segment(text)], markdown=False, sha256="", mtime_ns=0, size=len(text))
     return chunk_document(doc, count, sizes, language).chunks
+
+
+class SharedCounts:
+    """Token counts remembered across the files of one run: names, imports and licence lines
+    repeat from file to file. Thread-safe (files are chunked on several threads) and bounded
+    (`max_entries` strings of at most `MAX_SHARED_CHARS`, forgotten all at once when full), so
+    the indexer's memory does not grow with the corpus."""
+
+    MAX_SHARED_CHARS = 200
+
+    def __init__(self, count: CountTokens, max_entries: int = 100_000) -> None:
+        self._count = count
+        self._max = max_entries
+        self._known: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, texts: list[str]) -> list[int]:
+        with self._lock:
+            found = {t: self._known[t] for t in texts if t in self._known}
+        missing = list(dict.fromkeys(t for t in texts if t not in found))
+        if missing:
+            counted = dict(zip(missing, self._count(missing), strict=True))
+            found.update(counted)
+            keep = {t: n for t, n in counted.items() if len(t) <= self.MAX_SHARED_CHARS}
+            with self._lock:
+                if len(self._known) + len(keep) > self._max:
+                    self._known.clear()
+                self._known.update(keep)
+        return [found[t] for t in texts]
 
 
 class _CachedCounter:

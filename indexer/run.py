@@ -28,7 +28,7 @@ from semsearch.config import Settings
 from semsearch.corpus.discovery import FileList, size_limit
 from semsearch.corpus.extract import Unindexable, extract
 from semsearch.embedder.client import EmbedderClient
-from semsearch.indexer.chunker import ChunkSizes, chunk_document
+from semsearch.indexer.chunker import ChunkSizes, SharedCounts, chunk_document
 from semsearch.indexer.syntax import CHUNKER, language_for
 from semsearch.indexer.progress import Reporter
 from semsearch.report import summary_line
@@ -170,6 +170,7 @@ class Indexer:
         self.dimension = info.dimension
         self.holder = f"indexer pid {os.getpid()} on {socket.gethostname()}"
         self.chunker = CHUNKER if settings.code_chunker == "syntax" else "paragraph"
+        self.counts = SharedCounts(self.embedder.count_tokens)
         self.chunking = {
             "target": settings.chunk_tokens,
             "overlap": settings.chunk_overlap_tokens,
@@ -312,7 +313,8 @@ class Indexer:
             return exc
         stamp = FileStamp(path=rel, mtime_ns=doc.mtime_ns, size=doc.size, sha256=doc.sha256)
         language = language_for(rel) if self.chunker == CHUNKER else None
-        chunked = chunk_document(doc, self.embedder.count_tokens, ChunkSizes.from_settings(self.settings), language)
+        sizes = ChunkSizes.from_settings(self.settings)
+        chunked = chunk_document(doc, self.counts, sizes, language, rel)
         meta = chunked.meta
         return Prepared(
             stamp,

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import importlib
 import logging
+import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import PurePosixPath
 
@@ -32,6 +33,7 @@ from tree_sitter import Language, Node, Parser
 
 CHUNKER = "syntax-1"  # recorded in the index's identity: a different chunker asks for a rebuild
 SEPARATOR = " › "
+PIECES = re.compile(r"\w+|[^\w\s]")  # where BERT's tokenizer splits before WordPiece: whitespace, punctuation
 MAX_LINE_CHARS = 2_000  # minified or generated code: the paragraph chunker slices it better
 MAX_SIGNATURE_CHARS = 200
 log = logging.getLogger("semsearch.indexer")
@@ -126,6 +128,9 @@ NAME_TYPES = frozenset(
     }
 )  # fmt: skip
 ATTACHED = ("comment", "attribute_item", "attribute", "decorator", "annotation")  # belong to what follows
+WRAPPERS = frozenset({"decorated_definition", "export_statement", "template_declaration", "ambient_declaration"})
+# Every node type that can define a symbol: any other node is rejected before a closer look.
+CANDIDATES = frozenset(DEFINITIONS) | WRAPPERS | {"lexical_declaration", "variable_declaration", "expression_statement"}
 
 
 @dataclass(frozen=True)
@@ -148,7 +153,8 @@ class CodeChunk:
     end_line: int
     heading: str | None
     kind: str | None
-    signature: str | None  # embedded before the text of a piece that does not start with it
+    context: str | None  # embedded before the text: path › breadcrumb, then a split function's signature
+    context_tokens: int
 
 
 @dataclass(frozen=True)
@@ -215,7 +221,9 @@ class _Outline:
         out: list[Symbol] = []
 
         def visit(node: Node, path: tuple[str, ...], parent_kind: str | None) -> None:
-            for child in node.children:
+            for child in node.named_children:  # definitions are named nodes
+                if child.child_count == 0:
+                    continue
                 found = self.definition(child, parent_kind, path)
                 if found is None:
                     visit(child, path, parent_kind)
@@ -228,14 +236,16 @@ class _Outline:
 
     def definition(self, node: Node, parent_kind: str | None, parent: tuple[str, ...]) -> Symbol | None:
         """The symbol `node` defines (unwrapping decorators, exports, templates), or None."""
+        if node.type not in CANDIDATES:
+            return None
         inner = _unwrap(node)
         kind = DEFINITIONS.get(inner.type)
         owner: tuple[str, ...] = ()  # the type a method is attached to outside its body (Go, JavaScript)
         if kind is None:
             assigned = _assigned_function(inner)
             if assigned is not None:
-                inner, name, owner = assigned
-                return Symbol(name, "function" if not owner else "method", (*parent, *owner, name),
+                inner, assigned_name, owner = assigned
+                return Symbol(assigned_name, "function" if not owner else "method", (*parent, *owner, assigned_name),
                               inner.start_point.row + 1, node.end_point.row + 1, self.signature(inner))  # fmt: skip
             declared = _declared_function(inner)
             if declared is None:
@@ -297,7 +307,7 @@ def _assigned_function(node: Node) -> tuple[Node, str, tuple[str, ...]] | None:
 
 
 def _unwrap(node: Node) -> Node:
-    if node.type in ("decorated_definition", "export_statement", "template_declaration", "ambient_declaration"):
+    if node.type in WRAPPERS:
         inner = node.child_by_field_name("definition") or node.child_by_field_name("declaration")
         if inner is None and node.named_children:
             candidates = [c for c in node.named_children if c.type in DEFINITIONS]
@@ -358,45 +368,72 @@ def _text(node: Node) -> str:
 
 
 def chunk_code(
-    text: str, language: str, count: Callable[[list[str]], list[int]], target: int, limit: int
+    text: str,
+    language: str,
+    count: Callable[[list[str]], list[int]],
+    target: int,
+    limit: int,
+    path: str | None = None,
 ) -> tuple[list[CodeChunk], list[Symbol]] | None:
-    """Syntax-aware chunks and the file's symbols, or None to fall back to the paragraph chunker."""
+    """Syntax-aware chunks and the file's symbols, or None to fall back to the paragraph chunker.
+    `path` (the file's relative path) starts each chunk's embedded context."""
     outline = _Outline.parse(text, language)
     if outline is None:
         return None
     try:
-        return _Chunker(outline, count, target, limit).run()
+        return _Chunker(outline, count, target, limit, path).run()
     except RecursionError:  # absurdly deep nesting: the paragraph chunker has no recursion
         return None
 
 
 class _Chunker:
-    def __init__(self, outline: _Outline, count: Callable[[list[str]], list[int]], target: int, limit: int) -> None:
+    """Token counts come in three batched calls: every line of the file; every word piece in it
+    and in its path (what names and signatures are made of), from which a context's count is
+    added up while chunks are decided (BERT's tokenizer splits at whitespace and punctuation
+    first, so pieces add up); and the contexts finally chosen, counted exactly."""
+
+    def __init__(
+        self, outline: _Outline, count: Callable[[list[str]], list[int]], target: int, limit: int, path: str | None
+    ) -> None:
         self.outline = outline
         self.lines = outline.lines
         self.target = target
         self.limit = limit
+        self.path = path
         counts = count(self.lines) if self.lines else []
         self.prefix = [0]
         for n in counts:
             self.prefix.append(self.prefix[-1] + n)
         self._count = count
-        self._extra: dict[str, int] = {}
+        todo = sorted({SEPARATOR.strip(), *PIECES.findall(path or ""), *PIECES.findall("\n".join(self.lines))})
+        self._words: dict[str, int] = dict(zip(todo, count(todo), strict=True)) if todo else {}
         self.symbols: list[Symbol] = []
+        self.starts: dict[tuple[str, ...], int] = {}
+        self.kinds: dict[tuple[str, ...], str] = {}
         self.opened: set[int] = set()
 
     def tokens(self, start: int, end: int) -> int:
         return self.prefix[min(end, len(self.lines) - 1) + 1] - self.prefix[start]
 
-    def overhead(self, *texts: str | None) -> int:
-        todo = [t for t in texts if t and t not in self._extra]
-        if todo:
-            self._extra.update(zip(todo, self._count(todo), strict=True))
-        return sum(self._extra[t] for t in texts if t)
+    def overhead(self, heading: str | None, signature: str | None = None) -> int:
+        """Tokens of the context embedded before a chunk with this heading (and signature)."""
+        where = SEPARATOR.join(p for p in (self.path, heading) if p)
+        words = [w for text in (where, signature) if text for w in PIECES.findall(text)]
+        unknown = sorted({w for w in words if w not in self._words})
+        if unknown:  # rare: a word of a name or signature the first pass did not see
+            self._words.update(zip(unknown, self._count(unknown), strict=True))
+        return sum(self._words[w] for w in words)
+
+    def context(self, heading: str | None, signature: str | None) -> str | None:
+        where = SEPARATOR.join(p for p in (self.path, heading) if p)
+        return "\n".join(t for t in (where, signature) if t) or None
 
     def run(self) -> tuple[list[CodeChunk], list[Symbol]]:
         pieces = list(self.walk(list(self.outline.root.children), (), None, None))
         chunks = [self.emit(group) for group in self.pack(self.tidy(pieces))]
+        contexts = sorted({c.context for c in chunks if c.context})
+        exact = dict(zip(contexts, self._count(contexts), strict=True)) if contexts else {}
+        chunks = [replace(c, context_tokens=exact[c.context]) if c.context else c for c in chunks]
         return chunks, self.symbols
 
     def walk(
@@ -411,6 +448,8 @@ class _Chunker:
             found = None if child.id in self.opened else self.outline.definition(child, parent_kind, parent)
             if found is not None:
                 self.symbols.append(found)
+                self.starts.setdefault(found.path, found.start_line - 1)
+                self.kinds.setdefault(found.path, found.kind)
                 end = found.end_line - 1
                 if self.tokens(start, end) + self.overhead(found.symbol_path) <= self.limit:
                     self.symbols.extend(self.outline.symbols(_unwrap(child), found.path, found.kind))
@@ -423,7 +462,10 @@ class _Chunker:
                 inner = None if found.kind in CONTAINERS else _Split(found.path, found.kind, found.signature)
                 yield from self.walk(members, found.path, found.kind, inner)
                 continue
-            overhead = self.overhead(SEPARATOR.join(split.path), split.signature) if split else 0
+            if split is not None:
+                overhead = self.overhead(SEPARATOR.join(split.path), split.signature)
+            else:
+                overhead = self.overhead(SEPARATOR.join(parent) or None)
             if self.tokens(start, end) + overhead <= self.limit or not child.children:
                 nested = self.outline.symbols(child, parent, parent_kind)
                 self.symbols.extend(nested)
@@ -484,7 +526,7 @@ class _Chunker:
         return self.tokens(group[0].start, piece.end) + self.overhead(heading, signature) <= self.target
 
     def first_row(self, piece: _Piece) -> int:
-        return next((s.start_line - 1 for s in self.symbols if s.path == piece.path), piece.start)
+        return self.starts.get(piece.path, piece.start) if piece.path is not None else piece.start
 
     def heading(self, group: list[_Piece]) -> tuple[str | None, str | None]:
         """The breadcrumb of a chunk and the kind of what it holds."""
@@ -497,7 +539,7 @@ class _Chunker:
         if defined:
             names = ", ".join(dict.fromkeys(s.name for s in defined))
             return SEPARATOR.join((*first.parent, names)), None
-        owner = next((s.kind for s in self.symbols if s.path == first.parent), None) if first.parent else None
+        owner = self.kinds.get(first.parent) if first.parent else None
         return (SEPARATOR.join(first.parent) or None), owner
 
     def emit(self, group: list[_Piece]) -> CodeChunk:
@@ -506,4 +548,5 @@ class _Chunker:
         signature = None
         if first.path is not None and first.start > self.first_row(first):
             signature = first.signature
-        return CodeChunk(first.start + 1, group[-1].end + 1, heading, kind, signature)
+        return CodeChunk(first.start + 1, group[-1].end + 1, heading, kind, self.context(heading, signature),
+                         self.overhead(heading, signature))  # fmt: skip

@@ -68,7 +68,7 @@ func (s *Store) RefreshToken(user string) string {
 func ParseRange(header string) []string {
 	return nil
 }
-''', [("Store", "type"), ("RefreshToken", "method"), ("ParseRange", "function")]),
+''', [("Store", "type"), ("Store › RefreshToken", "method"), ("ParseRange", "function")]),
     "rust": ("m.rs", '''pub struct Store {
     tokens: Vec<String>,
 }
