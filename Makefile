@@ -61,6 +61,7 @@ eval: install
 	  test -z "$$missing" || apt-get install -y -qq $$missing || (apt-get update -qq && apt-get install -y -qq $$missing) \
 	  || echo "eval: install Debian's$$missing for the question sets"
 	$(BIN)/python -m eval.run
+	$(BIN)/python -m eval.code
 
 # Speed, latency, memory and disk against the model's own limit; prints a table and
 # writes bench/results.json (~20 min on 2 cores).

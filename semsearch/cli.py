@@ -389,7 +389,7 @@ def search(query: str, as_json: bool, group_files: bool, boosts: tuple[str, ...]
         where = f"{hit.start_line}-{hit.end_line}" + (f" p.{hit.page}" if hit.page else "")
         name = f"{hit.folder}/{hit.rel_path}" + (" (stale)" if hit.stale else "")
         if hit.heading:
-            preview = f"[{hit.heading}] {preview}"
+            preview = f"[{hit.kind + ' ' if hit.kind else ''}{hit.heading}] {preview}"
         table.add_row(Text(hit.label), Text(name), where, Text(preview))  # Text: labels look like markup
     console.print(table)
 
