@@ -52,8 +52,10 @@ def gather(request: GatherRequest, engine: SearchEngine) -> GatherResponse:
     search_fields = set(SearchRequest.model_fields)
     result = engine.search(SearchRequest(**request.model_dump(include=search_fields)))
     folders, settings, embedder = engine.folders, engine.settings, engine.embedder
+    note = f"_Note: {result.query_note}_\n\n" if result.query_note else ""
     if not result.hits:
-        return GatherResponse(markdown=result.message or "No results.", hits=0, left_out=0, tokens=0)
+        markdown = note + (result.message or "No results.")
+        return GatherResponse(markdown=markdown, hits=0, left_out=0, tokens=0, query_note=result.query_note)
     blocks = []
     for number, hit in enumerate(result.hits, start=1):
         text, first = with_context(hit, request.context_lines, folders, settings)
@@ -66,7 +68,9 @@ def gather(request: GatherRequest, engine: SearchEngine) -> GatherResponse:
         kept.append(text)
         used += tokens
     left_out = len(blocks) - len(kept)
-    markdown = "\n".join(kept)
+    markdown = note + "\n".join(kept)
     if left_out:
         markdown += f"\n_{left_out} more result(s) left out to stay within {request.max_tokens} tokens._\n"
-    return GatherResponse(markdown=markdown, hits=len(kept), left_out=left_out, tokens=used)
+    return GatherResponse(
+        markdown=markdown, hits=len(kept), left_out=left_out, tokens=used, query_note=result.query_note
+    )

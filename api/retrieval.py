@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from semsearch.api import filters
+from semsearch.api.guard import Guarded, guard
 from semsearch.api.fusion import (
     Candidate,
     Fused,
@@ -95,10 +96,14 @@ def search(
     pool = max(request.k * settings.pool_multiplier, settings.pool_min)
     if request.group == "file":
         pool *= 2  # several chunks of one file compete for one place
+    guarded = Guarded(request.query, None)
+    if settings.query_guard:
+        guarded = guard(request.query, lambda text: embedder.count_tokens([text])[0], settings.chunk_max_tokens)
+    query = guarded.used
     lexical_arm: Future[tuple[list[str], list[dict[str, Any]]]] | None = None
     if mode != "vector":
-        lexical_arm = _LEXICAL_ARM.submit(_lexical_arm, request.query, mode, store, pool, where, settings)
-    vector, model_id = embedder.embed_query(request.query)
+        lexical_arm = _LEXICAL_ARM.submit(_lexical_arm, query, mode, store, pool, where, settings)
+    vector, model_id = embedder.embed_query(query)
     if store.model_id is not None and model_id != store.model_id:
         raise ModelMismatch(
             f"the index was built with {store.model_id} but the embedder serves {model_id}; "
@@ -113,8 +118,8 @@ def search(
         row["cosine"] = float(np.dot(np.asarray(row.pop("vector"), dtype=np.float32), vector))
         rows[row["id"]] = row
     rows.update({row["id"]: row for row in vector_rows})
-    identifiers = identifiers_in(request.query)
-    question = is_question(request.query)
+    identifiers = identifiers_in(query)
+    question = is_question(query)
     fused, lexical_weight = fuse(
         [Candidate(r["id"], r["cosine"]) for r in vector_rows],
         [Candidate(r["id"], r["bm25"]) for r in lexical_rows],
@@ -127,7 +132,7 @@ def search(
         by_path = filters.path_multiplier(boosts)
         fused = boost(fused, lambda chunk_id: by_path(rows[chunk_id]["path"]))
     exact = {f.id for f in fused if is_exact(identifiers, rows[f.id]["text"])}
-    if exact and is_exact_query(request.query, identifiers):
+    if exact and is_exact_query(query, identifiers):
         fused.sort(key=lambda f: f.id not in exact)  # stable: exact hits first, each group in fused order
 
     hits: list[Hit] = []
@@ -170,6 +175,8 @@ def search(
         mode=mode,
         took_ms=round((time.perf_counter() - started) * 1000, 2),
         message=message,
+        query_note=guarded.note,
+        query_used=query if guarded.note else None,
     )
 
 

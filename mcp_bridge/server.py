@@ -52,6 +52,7 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 class SearchOutput(Wire):
     hits: list[HitSummary]
     message: str | None = Field(None, description="Why there are no hits, when there are none.")
+    query_note: str | None = Field(None, description="The query looked like a pasted prompt: what was searched.")
 
 
 class FoldersOutput(Wire):
@@ -106,11 +107,13 @@ class Bridge:
         out = SearchOutput(
             hits=[HitSummary.model_validate(h.model_dump()) for h in response.hits],
             message=None if response.hits else response.message,
+            query_note=response.query_note,
         )
         hits = [h.model_dump(mode="json", by_alias=True, exclude_none=True) for h in out.hits]
         result = structured(json.dumps(hits, ensure_ascii=False), out)
-        if out.message:
-            result.content.append(TextContent(type="text", text=out.message))
+        for line in (out.message, out.query_note):
+            if line:
+                result.content.append(TextContent(type="text", text=line))
         return result
 
     async def gather(self, **params: Any) -> str:

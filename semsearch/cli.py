@@ -373,6 +373,8 @@ def search(query: str, as_json: bool, group_files: bool, boosts: tuple[str, ...]
     request = SearchRequest.model_validate(params)  # an invalid value: one line (Cli.invoke)
     with ApiClient(Settings()) as api:
         response = api.search(request)
+    if response.query_note:
+        click.echo(f"note: {response.query_note}", err=True)
     if as_json:
         click.echo(json.dumps([h.dump() for h in response.hits], indent=2, ensure_ascii=False))
         if not response.hits and response.message:

@@ -181,6 +181,11 @@ class Settings(BaseSettings):
         description="Scales BM25's share for a chunk the vector arm did not find at all: a keyword match "
         "can add to an answer without displacing what both arms agree on.",
     )
+    query_guard: bool = Field(
+        True,
+        description="A query that is a pasted prompt (over the window, code blocks, instructions to an assistant) "
+        "is searched by its request sentence and identifiers, with a queryNote saying so; off = searched as sent.",
+    )
     path_boosts: dict[str, float] = Field(
         {},
         description="Path globs to multipliers of the fused score after fusion, e.g. "

@@ -391,6 +391,10 @@ class SearchResponse(Wire):
     mode: str
     took_ms: float
     message: str | None = Field(None, description="Why the answer is empty, when it is.")
+    query_note: str | None = Field(
+        None, description="The query looked like a pasted prompt: what was searched for instead, and why."
+    )
+    query_used: str | None = Field(None, description="What was searched for, when it is not `query` as sent.")
     arms: Arms | None = None
 
 
@@ -501,6 +505,7 @@ class GatherResponse(Wire):
     hits: int
     left_out: int
     tokens: int
+    query_note: str | None = Field(None, description="As in search: the query looked like a pasted prompt.")
 
 
 # --- status ------------------------------------------------------------------

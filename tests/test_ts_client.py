@@ -85,7 +85,8 @@ def test_typescript_client_over_stdio(stack: Stack, project: Path) -> None:
     assert found["structuredContent"]["matches"][0]["line"] == 3 and found["text"][0].startswith(
         "harbour · pilots.md:3"
     )
-    assert empty["structuredContent"] == {"hits": [], "message": empty["text"][1]} and "threshold" in empty["text"][1]
+    assert empty["structuredContent"] == {"hits": [], "message": empty["text"][1], "queryNote": None}
+    assert "threshold" in empty["text"][1]
     assert folders["structuredContent"]["folders"][0]["name"] == "harbour"
     # Every refusal reaches the agent with the API's reason and what to do.
     assert cat["isError"] and "outside the indexed folders" in cat["text"][0] and "list_folders" in cat["text"][0]
