@@ -53,9 +53,12 @@ def gather(request: GatherRequest, engine: SearchEngine) -> GatherResponse:
     result = engine.search(SearchRequest(**request.model_dump(include=search_fields)))
     folders, settings, embedder = engine.folders, engine.settings, engine.embedder
     note = f"_Note: {result.query_note}_\n\n" if result.query_note else ""
+    covered = result.coverage.note if result.coverage and result.coverage.note else None
+    tail = f"\n_Coverage: {covered}._\n" if covered else ""
     if not result.hits:
-        markdown = note + (result.message or "No results.")
-        return GatherResponse(markdown=markdown, hits=0, left_out=0, tokens=0, query_note=result.query_note)
+        markdown = note + (result.message or "No results.") + tail
+        return GatherResponse(markdown=markdown, hits=0, left_out=0, tokens=0, query_note=result.query_note,
+                              coverage=result.coverage)  # fmt: skip
     blocks = []
     for number, hit in enumerate(result.hits, start=1):
         text, first = with_context(hit, request.context_lines, folders, settings)
@@ -71,6 +74,8 @@ def gather(request: GatherRequest, engine: SearchEngine) -> GatherResponse:
     markdown = note + "\n".join(kept)
     if left_out:
         markdown += f"\n_{left_out} more result(s) left out to stay within {request.max_tokens} tokens._\n"
+    markdown += tail
     return GatherResponse(
-        markdown=markdown, hits=len(kept), left_out=left_out, tokens=used, query_note=result.query_note
-    )
+        markdown=markdown, hits=len(kept), left_out=left_out, tokens=used, query_note=result.query_note,
+        coverage=result.coverage,
+    )  # fmt: skip

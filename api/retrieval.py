@@ -13,12 +13,13 @@ import os
 import time
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from semsearch.api import filters
+from semsearch.api.coverage import CoverageCache
 from semsearch.api.guard import Guarded, guard
 from semsearch.api.fusion import (
     Candidate,
@@ -72,9 +73,21 @@ class SearchEngine:
     embedder: EmbedderClient
     folders: FolderRegistry
     settings: Settings
+    coverage: CoverageCache = field(default_factory=CoverageCache)
 
     def search(self, request: SearchRequest) -> SearchResponse:
-        return search(request, self.store, self.embedder, self.folders, self.settings)
+        """A search, and what it could not cover (stale and skipped files in its scope)."""
+        response = search(request, self.store, self.embedder, self.folders, self.settings)
+        scope = [f for f in self.folders.all() if not request.folder or f.name in request.folder]
+        globs = filters.glob_matcher(request.path_glob) if request.path_glob else None
+        exts = tuple("." + e.lower().lstrip(".") for e in request.ext or [])
+
+        def in_scope(path: str) -> bool:
+            return (globs is None or globs(path)) and (not exts or path.lower().endswith(exts))
+
+        limited = globs is not None or bool(exts)
+        response.coverage = self.coverage.coverage(self.store, scope, in_scope if limited else None)
+        return response
 
 
 def search(

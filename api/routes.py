@@ -53,6 +53,7 @@ from semsearch.schemas import (
     RunRequest,
     SearchRequest,
     SearchResponse,
+    SkippedIn,
     Status,
     Symbols,
 )
@@ -188,6 +189,14 @@ def apply_batch(
     return IndexBatchResult(
         upserted=len(batch.upserts), touched=len(batch.touches), deleted=len(batch.deletes), chunks_written=written
     )
+
+
+@v1.put("/folders/{name}/skipped", status_code=status.HTTP_204_NO_CONTENT)
+def record_skipped(name: str, body: SkippedIn, folders: FoldersDep, store: StoreDep, leases: LeasesDep) -> None:
+    """What a full pass over the folder left out, by rule: the indexer reports it, coverage notes show it."""
+    folder = folders.get(name)
+    leases.check(folder.name, body.lease)
+    store.record_skipped(folder.name, body.skipped_by)
 
 
 @v1.post("/runs", status_code=status.HTTP_202_ACCEPTED)

@@ -131,6 +131,7 @@ class Store:
         index_dir.mkdir(parents=True, exist_ok=True)
         self.index_dir = index_dir
         self._meta_path = index_dir / "meta.json"
+        self._skipped_path = index_dir / "skipped.json"
         self.notice: str | None = None
         self._set_aside_other_layouts()
         self._lock = threading.Lock()
@@ -323,6 +324,24 @@ class Store:
         elif batch.deletes:
             self._files.delete(f"folder = {sql_str(folder)} AND {sql_in('path', batch.deletes)}")
 
+    def record_skipped(self, folder: str, skipped_by: dict[str, int]) -> None:
+        """What the last full pass over a folder left out, by rule (for coverage notes)."""
+        with self._lock:
+            known = self.skipped()
+            known[folder] = {rule: n for rule, n in skipped_by.items() if n > 0}
+            self._write_skipped(known)
+
+    def _write_skipped(self, known: dict[str, dict[str, int]]) -> None:
+        tmp = self._skipped_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(known, indent=2))
+        tmp.replace(self._skipped_path)
+
+    def skipped(self) -> dict[str, dict[str, int]]:
+        try:
+            return dict(json.loads(self._skipped_path.read_text()))
+        except (OSError, ValueError):
+            return {}
+
     def drop_folder(self, folder: str) -> None:
         with self._lock:
             if self._chunks is not None:
@@ -330,6 +349,9 @@ class Store:
             self._symbols.delete(f"folder = {sql_str(folder)}")
             self._files.delete(f"folder = {sql_str(folder)}")
             self.facts = self.facts.without_folder(folder)
+            known = self.skipped()
+            if known.pop(folder, None) is not None:
+                self._write_skipped(known)
 
     # --- reads -------------------------------------------------------------------
 
@@ -467,6 +489,7 @@ class Store:
                 if name in existing:
                     self._db.drop_table(name)
             self._meta_path.unlink(missing_ok=True)
+            self._skipped_path.unlink(missing_ok=True)
             self.meta = {}
             self._chunks, self.fts_ready, self.ann_ready = None, False, False
             self._files = self._db.create_table(FILES, schema=FILE_SCHEMA)

@@ -284,6 +284,8 @@ class Indexer:
             self.out.end_folder()
         if summary.truncated:
             return  # we have not looked at everything, so we cannot say what is gone
+        if not prefix:  # a full pass: what it left out is what the folder's answers do not cover
+            self.api.report_skipped(folder.name, lease, dict(summary.skipped_by))
         gone = sorted(set(manifest) - set(included))
         for start in range(0, len(gone), 500):
             part = gone[start : start + 500]

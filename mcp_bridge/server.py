@@ -53,6 +53,7 @@ class SearchOutput(Wire):
     hits: list[HitSummary]
     message: str | None = Field(None, description="Why there are no hits, when there are none.")
     query_note: str | None = Field(None, description="The query looked like a pasted prompt: what was searched.")
+    coverage: str | None = Field(None, description="What in scope is stale or was skipped, when anything is.")
 
 
 class FoldersOutput(Wire):
@@ -108,10 +109,11 @@ class Bridge:
             hits=[HitSummary.model_validate(h.model_dump()) for h in response.hits],
             message=None if response.hits else response.message,
             query_note=response.query_note,
+            coverage=response.coverage.note if response.coverage else None,
         )
         hits = [h.model_dump(mode="json", by_alias=True, exclude_none=True) for h in out.hits]
         result = structured(json.dumps(hits, ensure_ascii=False), out)
-        for line in (out.message, out.query_note):
+        for line in (out.message, out.query_note, out.coverage):
             if line:
                 result.content.append(TextContent(type="text", text=line))
         return result

@@ -382,6 +382,8 @@ def search(query: str, as_json: bool, group_files: bool, boosts: tuple[str, ...]
         return
     if not response.hits:
         click.echo(response.message or "No results.")
+        if response.coverage and response.coverage.note:
+            click.echo(f"coverage: {response.coverage.note}")
         return
     table = Table("why", "file", "lines", "preview", show_lines=False)
     for column in table.columns[:3]:
@@ -394,6 +396,8 @@ def search(query: str, as_json: bool, group_files: bool, boosts: tuple[str, ...]
             preview = f"[{hit.kind + ' ' if hit.kind else ''}{hit.heading}] {preview}"
         table.add_row(Text(hit.label), Text(name), where, Text(preview))  # Text: labels look like markup
     console.print(table)
+    if response.coverage and response.coverage.note:
+        console.print(Text(f"coverage: {response.coverage.note}"))
 
 
 @main.command()

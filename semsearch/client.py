@@ -33,6 +33,7 @@ from semsearch.schemas import (
     RunRequest,
     SearchRequest,
     SearchResponse,
+    SkippedIn,
     Status,
     Symbols,
 )
@@ -91,7 +92,7 @@ class ApiClient:
             except ValueError:
                 detail = response.text
             raise ApiError(response.status_code, f"{response.status_code}: {detail}")
-        return response.json()
+        return None if response.status_code == 204 else response.json()
 
     # --- corpus ------------------------------------------------------------------
 
@@ -115,6 +116,10 @@ class ApiClient:
         return IndexBatchResult.model_validate(
             self._request("POST", f"/v1/folders/{segment(folder)}/batches", json=batch.dump())
         )
+
+    def report_skipped(self, folder: str, lease: str | None, skipped_by: dict[str, int]) -> None:
+        body = SkippedIn(lease=lease, skipped_by=skipped_by).dump()
+        self._request("PUT", f"/v1/folders/{segment(folder)}/skipped", json=body)
 
     def take_lease(self, folder: str, holder: str) -> Lease:
         return Lease.model_validate(

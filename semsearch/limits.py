@@ -30,6 +30,11 @@ GREP_TIME_BUDGET_S = 5.0  # a grep over a large folder stops here and says it wa
 GREP_MAX_LINE_CHARS = 300  # a matched line is shown up to this long (minified files have huge lines)
 MAX_DOCX_XML_BYTES = 50_000_000  # uncompressed document.xml; beyond this it is a zip bomb, not a document
 
+# A search's coverage note stats indexed files to find stale ones: at most this many per folder,
+# and the answer is reused for this long (a burst of queries shares one pass).
+MAX_COVERAGE_STATS = 5_000
+COVERAGE_REUSE_S = 5.0
+
 # --- runs -----------------------------------------------------------------------------------------
 KEEP_RUNS = 200  # finished runs remembered for `index_status`
 KEEP_LINES = 1_000  # a run's output lines kept for whoever follows it (the CLI prints them)

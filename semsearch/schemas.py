@@ -154,6 +154,26 @@ class IndexBatch(Request):
     deletes: list[str] = Field(default=[], max_length=MAX_BATCH_FILES, description="Relative paths no longer on disk.")
 
 
+class SkippedIn(Request):
+    """What a full pass over a folder left out, by rule (the indexer sends it after the pass)."""
+
+    lease: str | None = None
+    skipped_by: dict[str, int] = Field(description="Files left out per rule: secret, binary, too-large, …")
+
+
+class Coverage(Wire):
+    """What the answer did not cover, for the folders and path filters in scope."""
+
+    files: int = Field(description="Indexed files in scope.")
+    stale: int = Field(description="Of those, changed or gone on disk since they were indexed.")
+    checked: int = Field(description="How many were checked for staleness (a bounded stat pass).")
+    skipped: dict[str, int] = Field(
+        {}, description="Files the last full pass of each folder left out, by rule (whole folders, not filtered)."
+    )
+    indexed_at: datetime | None = Field(None, description="When the least recently indexed folder in scope was.")
+    note: str | None = Field(None, description="One line for a reader, when something in scope is stale or skipped.")
+
+
 class IndexBatchResult(Wire):
     upserted: int
     touched: int
@@ -395,6 +415,7 @@ class SearchResponse(Wire):
         None, description="The query looked like a pasted prompt: what was searched for instead, and why."
     )
     query_used: str | None = Field(None, description="What was searched for, when it is not `query` as sent.")
+    coverage: Coverage | None = None
     arms: Arms | None = None
 
 
@@ -506,6 +527,7 @@ class GatherResponse(Wire):
     left_out: int
     tokens: int
     query_note: str | None = Field(None, description="As in search: the query looked like a pasted prompt.")
+    coverage: Coverage | None = None
 
 
 # --- status ------------------------------------------------------------------

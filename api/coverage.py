@@ -1,0 +1,98 @@
+"""The coverage note on every answer: what, in scope, the index does not reflect.
+
+- stale: indexed files in the folders (and path filters) in scope whose mtime on disk differs
+  from the manifest's, or that are gone — found by a bounded stat pass over the manifest;
+- skipped: what the last full pass over each folder left out, by rule (secret, binary,
+  too-large, corrupt, …), as the indexer reported it;
+- indexedAt: when the least recently indexed folder in scope was last written.
+A folder's answer is reused for a few seconds, so a burst of queries costs one pass; nothing
+here rescans the folder or reads a file.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from semsearch.api.store import Store
+from semsearch.corpus.folders import RegisteredFolder
+from semsearch.limits import COVERAGE_REUSE_S, MAX_COVERAGE_STATS
+from semsearch.schemas import Coverage
+
+# Rules a person would not call "skipped": unchanged files are indexed; built-in skips are build output.
+NOT_GAPS = frozenset({"unchanged", "skipped-dir"})
+
+
+@dataclass(frozen=True)
+class _FolderState:
+    at: float
+    paths: dict[str, bool]  # relative path -> stale (for the checked ones)
+    files: int
+
+
+class CoverageCache:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._folders: dict[tuple[str, str], _FolderState] = {}
+
+    def coverage(
+        self, store: Store, folders: list[RegisteredFolder], in_scope: Callable[[str], bool] | None = None
+    ) -> Coverage:
+        files = stale = checked = 0
+        skipped: dict[str, int] = {}
+        known_skips = store.skipped()
+        for folder in folders:
+            state = self._state(store, folder)
+            paths = [p for p in state.paths if in_scope is None or in_scope(p)]
+            unchecked = state.files - len(state.paths)
+            files += len(paths) + (unchecked if in_scope is None else 0)
+            checked += len(paths)
+            stale += sum(state.paths[p] for p in paths)
+            for rule, n in known_skips.get(folder.name, {}).items():
+                if rule not in NOT_GAPS:
+                    skipped[rule] = skipped.get(rule, 0) + n
+        stats = store.folder_stats()
+        times = [stats[f.name].last_indexed for f in folders if f.name in stats]
+        indexed_at = min((t for t in times if t is not None), default=None)
+        return Coverage(files=files, stale=stale, checked=checked, skipped=skipped, indexed_at=indexed_at,
+                        note=_note(stale, checked, files, skipped, indexed_at))  # fmt: skip
+
+    def _state(self, store: Store, folder: RegisteredFolder) -> _FolderState:
+        key = (folder.name, folder.path)
+        now = time.monotonic()
+        with self._lock:
+            cached = self._folders.get(key)
+            if cached is not None and now - cached.at < COVERAGE_REUSE_S:
+                return cached
+        entries = store.manifest(folder.name)
+        # The most recently indexed first would hide old staleness; the order of the manifest is as good as any.
+        paths: dict[str, bool] = {}
+        for entry in entries[:MAX_COVERAGE_STATS]:
+            try:
+                paths[entry.path] = os.lstat(os.path.join(folder.path, entry.path)).st_mtime_ns != entry.mtime_ns
+            except OSError:
+                paths[entry.path] = True  # gone (or unreadable) since it was indexed
+        state = _FolderState(now, paths, len(entries))
+        with self._lock:
+            self._folders[key] = state
+        return state
+
+
+def _note(stale: int, checked: int, files: int, skipped: dict[str, int], indexed_at: datetime | None) -> str | None:
+    parts = []
+    if stale:
+        of = f" (of {checked:,} checked)" if checked < files else ""
+        parts.append(f"{stale:,} file{'s' if stale != 1 else ''} in scope changed since indexing{of}")
+    if skipped:
+        counts = sorted(skipped.items(), key=lambda kv: -kv[1])
+        parts.append("skipped: " + ", ".join(f"{n:,} as {rule}" for rule, n in counts))
+    if indexed_at is None and not files:
+        return "nothing in scope is indexed yet; run `semsearch index` (or the index tool)"
+    if not parts:
+        return None
+    hint = "run `semsearch index` to catch up" if stale else "see `semsearch explain PATH` for a file"
+    return "; ".join(parts) + f" — {hint}"
