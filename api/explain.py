@@ -13,7 +13,7 @@ from semsearch.config import Settings
 from semsearch.corpus.extract import Unindexable, extract
 from semsearch.corpus.files import file_list
 from semsearch.corpus.folders import FolderRegistry
-from semsearch.schemas import Explained
+from semsearch.schemas import Explained, FlaggedChunk
 from semsearch.targets import TargetError, resolve_target
 
 
@@ -52,4 +52,6 @@ def explain(path: str, folders: FolderRegistry, store: Store, settings: Settings
         stale=stale,
         secrets_redacted=redacted,
         boost=path_multiplier(settings.path_boosts)(rel),
-    )
+        flagged=[FlaggedChunk(start_line=r["start_line"], end_line=r["end_line"], flags=r["flags"])
+                 for r in store.flagged(folder.name, rel)],
+    )  # fmt: skip

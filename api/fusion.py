@@ -164,14 +164,19 @@ def lexical_balance(
     return float(2.0 ** max(-bound, min(bound, exponent)))
 
 
-def label(cosine: float, vector_rank: int | None, bm25_rank: int | None, exact: bool) -> str:
+def label(
+    cosine: float, vector_rank: int | None, bm25_rank: int | None, exact: bool, flags: Sequence[str] = ()
+) -> str:
+    """`[both 0.690]`; with screening flags, `[semantic 0.610 ⚠ hidden-instructions]`."""
     if exact:
-        return "[exact match]"
-    if vector_rank is not None and bm25_rank is not None:
-        return f"[both {cosine:.3f}]"
-    if bm25_rank is not None:
-        return f"[keyword {cosine:.3f}]"
-    return f"[semantic {cosine:.3f}]"
+        why = "exact match"
+    elif vector_rank is not None and bm25_rank is not None:
+        why = f"both {cosine:.3f}"
+    elif bm25_rank is not None:
+        why = f"keyword {cosine:.3f}"
+    else:
+        why = f"semantic {cosine:.3f}"
+    return f"[{why}{' ⚠ ' + ', '.join(flags) if flags else ''}]"
 
 
 def lifecycle_label(status: str | None, superseded_by: str | None, date: str | None) -> str:

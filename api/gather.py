@@ -14,7 +14,7 @@ from semsearch.config import Settings
 from semsearch.corpus import files
 from semsearch.corpus.folders import FolderRegistry
 from semsearch.schemas import GatherRequest, GatherResponse, Hit, SearchRequest
-from semsearch.text import fence_for, one_line
+from semsearch.text import escape_invisible, fence_for, one_line
 
 FENCE_LANGUAGES = {
     "py": "python", "js": "javascript", "ts": "typescript", "tsx": "tsx", "kt": "kotlin", "dart": "dart",
@@ -31,6 +31,7 @@ def block(number: int, total: int, hit: Hit, text: str, first_line: int) -> str:
     header = f"### [{number}/{total}]  {one_line(hit.folder)}  ·  {one_line(hit.rel_path)}  ·  {where}  ·  {hit.label}"
     if hit.heading:
         header += f"  ·  § {one_line(hit.heading)}"
+    text = escape_invisible(text)  # what a model would read, made visible to the person too
     fence = fence_for(text)
     language = FENCE_LANGUAGES.get(hit.rel_path.rpartition(".")[2].lower(), "")
     return f"{header}\n{fence}{language}\n{text}\n{fence}\n"

@@ -161,8 +161,10 @@ def search(
         key = f"{row['folder']}/{row['path']}"
         if request.group == "file" and per_file[key] >= request.per_file:
             continue
+        if row["flags"] and settings.flagged == "hide":
+            continue
         per_file[key] += 1
-        hits.append(_hit(row, f, f.id in exact, registered))
+        hits.append(_hit(row, f, f.id in exact, registered, settings.flagged == "label"))
         if len(hits) >= request.k:
             break
 
@@ -213,14 +215,15 @@ def _arm_hit(row: dict[str, Any]) -> ArmHit:
     )
 
 
-def _hit(row: dict[str, Any], fused: Fused, exact: bool, registered: dict[str, str]) -> Hit:
+def _hit(row: dict[str, Any], fused: Fused, exact: bool, registered: dict[str, str], label_flags: bool) -> Hit:
     vector_rank, bm25_rank = fused.vector_rank, fused.bm25_rank
     file_path = os.path.join(registered[row["folder"]], row["path"])
     try:
         stale = os.stat(file_path).st_mtime_ns != row["mtime_ns"]  # a stat, never a re-read
     except OSError:
         stale = True
-    why = label(row["cosine"], vector_rank, bm25_rank, exact)
+    flags = list(row["flags"] or [])
+    why = label(row["cosine"], vector_rank, bm25_rank, exact, flags if label_flags else [])
     if row["status"] in HIDDEN:
         why += " " + lifecycle_label(row["status"], row["superseded_by"], row["date"])
     return Hit(
@@ -240,6 +243,7 @@ def _hit(row: dict[str, Any], fused: Fused, exact: bool, registered: dict[str, s
         bm25_rank=bm25_rank,
         label=why,
         stale=stale,
+        flags=flags,
         status=row["status"],
         superseded_by=row["superseded_by"],
         date=row["date"],

@@ -38,7 +38,7 @@ CHUNKS = "chunks"
 FILES = "files"
 SYMBOLS = "symbols"
 RESULT_COLUMNS = [
-    "id", "folder", "path", "start_line", "end_line", "page", "heading", "kind", "text", "mtime_ns",
+    "id", "folder", "path", "start_line", "end_line", "page", "heading", "kind", "flags", "text", "mtime_ns",
     "status", "superseded_by", "date",
 ]  # fmt: skip
 SYMBOL_COLUMNS = ["folder", "path", "name", "kind", "symbol_path", "start_line", "end_line", "signature", "mtime_ns"]
@@ -72,6 +72,7 @@ def chunk_schema(dimension: int) -> pa.Schema:
             pa.field("page", pa.int32()),
             pa.field("heading", pa.string()),
             pa.field("kind", pa.string()),
+            pa.field("flags", pa.list_(pa.string())),  # what screening found (corpus/screening.py)
             pa.field("text", pa.string(), nullable=False),
             pa.field("vector", pa.list_(pa.float32(), dimension), nullable=False),
             pa.field("mtime_ns", pa.int64(), nullable=False),
@@ -262,6 +263,7 @@ class Store:
                 columns["page"].append(chunk.page)
                 columns["heading"].append(chunk.heading)
                 columns["kind"].append(chunk.kind)
+                columns["flags"].append(chunk.flags)
                 columns["text"].append(chunk.text)
                 columns["mtime_ns"].append(f.mtime_ns)
                 columns["sha256"].append(f.sha256)
@@ -366,6 +368,14 @@ class Store:
             )
             for r in table.select(["path", "mtime_ns", "size", "sha256", "chunks"]).to_pylist()
         ]
+
+    def flagged(self, folder: str, path: str) -> list[dict[str, Any]]:
+        """A file's chunks that screening flagged: lines and flags."""
+        if self._chunks is None:
+            return []
+        where = f"folder = {sql_str(folder)} AND path = {sql_str(path)}"
+        rows = self._chunks.search().where(where).select(["start_line", "end_line", "flags"]).limit(None).to_arrow()
+        return sorted((r for r in rows.to_pylist() if r["flags"]), key=lambda r: r["start_line"])
 
     def symbols(self, where: str, limit: int | None = None) -> pa.Table:
         """Symbol rows (SYMBOL_COLUMNS plus `name_lower`) matching a SQL filter."""

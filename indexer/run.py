@@ -28,6 +28,7 @@ from semsearch.config import Settings
 from semsearch.corpus.discovery import FileList, size_limit
 from semsearch.corpus.extract import Unindexable, extract
 from semsearch.embedder.client import EmbedderClient
+from semsearch.corpus import screening
 from semsearch.indexer.chunker import ChunkSizes, SharedCounts, chunk_document
 from semsearch.indexer.syntax import CHUNKER, language_for
 from semsearch.indexer.progress import Reporter
@@ -314,7 +315,8 @@ class Indexer:
         except Unindexable as exc:
             return exc
         stamp = FileStamp(path=rel, mtime_ns=doc.mtime_ns, size=doc.size, sha256=doc.sha256)
-        language = language_for(rel) if self.chunker == CHUNKER else None
+        code = language_for(rel)
+        language = code if self.chunker == CHUNKER else None
         sizes = ChunkSizes.from_settings(self.settings)
         chunked = chunk_document(doc, self.counts, sizes, language, rel)
         meta = chunked.meta
@@ -323,7 +325,7 @@ class Indexer:
             [
                 ChunkIn(
                     start_line=c.start_line, end_line=c.end_line, text=c.text, heading=c.heading, page=c.page,
-                    kind=c.kind,
+                    kind=c.kind, flags=screening.flags(c.text, prose=code is None),
                 )  # fmt: skip
                 for c in chunked.chunks
             ],

@@ -36,7 +36,7 @@ from semsearch.schemas import (
     Symbols,
     Wire,
 )
-from semsearch.text import fence_for, one_line
+from semsearch.text import escape_invisible, fence_for, one_line
 
 DEFAULT_DESCRIPTION = (
     "Search the user's local folders of code and documents indexed by semsearch. Returns the most "
@@ -106,7 +106,7 @@ class Bridge:
     async def search(self, **params: Any) -> CallToolResult:
         response = await self.call(self.api.search, self.request(SearchRequest, self._scoped(params)))
         out = SearchOutput(
-            hits=[HitSummary.model_validate(h.model_dump()) for h in response.hits],
+            hits=[HitSummary.model_validate(h.model_dump() | {"text": escape_invisible(h.text)}) for h in response.hits],
             message=None if response.hits else response.message,
             query_note=response.query_note,
             coverage=response.coverage.note if response.coverage else None,

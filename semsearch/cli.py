@@ -339,6 +339,9 @@ def explain(path: str, as_json: bool) -> None:
         click.echo(f"  {state}")
     if result.secrets_redacted:
         click.echo(f"  {result.secrets_redacted} secret(s) redacted before indexing ([REDACTED:…] in results)")
+    for flagged in result.flagged:
+        lines = f"lines {flagged.start_line}-{flagged.end_line}"
+        click.echo(f"  ⚠ {lines}: {', '.join(flagged.flags)} (kept in the index, labelled in results)")
 
 
 @main.command()

@@ -181,6 +181,11 @@ class Settings(BaseSettings):
         description="Scales BM25's share for a chunk the vector arm did not find at all: a keyword match "
         "can add to an answer without displacing what both arms agree on.",
     )
+    flagged: Literal["show", "label", "hide"] = Field(
+        "label",
+        description="Chunks screening flagged (hidden characters or instructions): label adds ⚠ and the flag to "
+        "the why-label; show leaves the label alone; hide keeps them out of answers (explain still lists them).",
+    )
     query_guard: bool = Field(
         True,
         description="A query that is a pasted prompt (over the window, code blocks, instructions to an assistant) "

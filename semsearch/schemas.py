@@ -100,6 +100,7 @@ class ChunkIn(Request):
     heading: str | None = Field(None, description="Markdown heading breadcrumb, or code's symbol path.")
     page: int | None = None
     kind: str | None = Field(None, description="Code: what the chunk holds (function, method, class, …).")
+    flags: list[str] = Field([], max_length=8, description="What screening found: hidden-characters, …")
 
 
 class SymbolIn(Request):
@@ -371,6 +372,9 @@ class HitSummary(Wire):
     cosine: float = Field(description="Cosine similarity of query and chunk, comparable across queries.")
     label: str = Field(description="Why it is here: [semantic 0.71], [both 0.69], [keyword 0.40] or [exact match].")
     stale: bool = Field(False, description="The file changed on disk after it was indexed.")
+    flags: list[str] = Field(
+        [], description="Screening: hidden-characters, hidden-instructions (hidden from a reader), instructions."
+    )
 
 
 class Hit(HitSummary):
@@ -443,6 +447,12 @@ class FileContent(Wire):
     text: str
 
 
+class FlaggedChunk(Wire):
+    start_line: int
+    end_line: int
+    flags: list[str]
+
+
 class Explained(Wire):
     """Why a path is, or is not, indexed (`semsearch explain`, `GET /v1/explain`)."""
 
@@ -457,6 +467,7 @@ class Explained(Wire):
     stale: bool | None = None
     secrets_redacted: int = 0
     boost: float = Field(1.0, description="The server's path boost for this path (pathBoosts), 1 if none.")
+    flagged: list[FlaggedChunk] = Field([], description="Chunks of this file that screening flagged, and why.")
 
 
 class Symbol(Wire):

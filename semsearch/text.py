@@ -30,3 +30,21 @@ def one_line(text: str) -> str:
         else:
             out.append(ch)
     return "".join(out)
+
+
+# Invisible on screen, read by a model: zero-width and bidi-override characters, Unicode tags
+# (a byte-order mark anywhere but the start of a text counts too).
+HIDDEN_CHARACTERS = re.compile(
+    "[\u200b\u200c\u200d\u2060\u2061\u2062\u2063\u2064\u180e\u202a-\u202e\u2066-\u2069\U000e0000-\U000e007f]"
+    "|(?<!^)\ufeff"
+)
+
+
+def escape_invisible(text: str) -> str:
+    """Invisible characters shown as `\\u200b` escapes, so a reader sees what a model would."""
+
+    def escaped(match: re.Match[str]) -> str:
+        code = ord(match.group(0))
+        return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+    return HIDDEN_CHARACTERS.sub(escaped, text)
