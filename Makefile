@@ -62,6 +62,8 @@ eval: install
 	  || echo "eval: install Debian's$$missing for the question sets"
 	$(BIN)/python -m eval.run
 	$(BIN)/python -m eval.code
+	$(BIN)/python -m eval.prompts
+	$(BIN)/python -m eval.screening
 
 # Speed, latency, memory and disk against the model's own limit; prints a table and
 # writes bench/results.json (~20 min on 2 cores).
