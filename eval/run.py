@@ -131,8 +131,6 @@ class Evaluator:
 ARM_DEPTH = 100  # each arm's top candidates replayed offline (the table is @10 and @100)
 GATES = (1.0, 0.05)  # lexicalMaxDocFreq: the informative-term gate off, and on
 MARGIN = 0.02  # hybrid may fall this far under its better arm, and no further
-# Path boosts measured against the shipped fusion (none ship by default): tests and examples down.
-CANDIDATE_BOOSTS = {"**/tests/**": 0.8, "**/examples/**": 0.8}
 
 
 @dataclass
@@ -174,16 +172,22 @@ class Unit:
 def offline_run(
     unit: Unit, mode: str, params: FusionParams, gate: float = 1.0, boosts: dict[str, float] | None = None
 ) -> dict[str, dict[str, float]]:
-    """What the API would rank for each query: one arm's order, or the API's own `fuse` (and
-    path `boost`, as the API applies them after fusion)."""
+    """What the API would rank for each query: one arm's order, or the API's own `fuse` — and, as
+    the API does in every mode, path boosts multiplied in after fusion."""
     run = {}
     by_path = path_multiplier(boosts) if boosts else None
     for qid, q in unit.queries(gate).items():
         if mode == "hybrid":
             fused = fuse(q.vector, q.lexical, params, question=q.question)[0]
-            if by_path is not None:
-                paths = {a[0]: a[1] for a in unit.arms[gate][qid]["vector"] + unit.arms[gate][qid]["lexical"]}
-                fused = boost(fused, lambda chunk_id, p=paths: by_path(p[chunk_id]))  # type: ignore[misc]
+        elif by_path is not None:  # one arm alone, fused with nothing (its own order), as the API ranks it
+            pair = (q.vector, []) if mode == "vector" else ([], q.lexical)
+            fused = fuse(*pair, params, balanced=False)[0]
+        else:
+            fused = []
+        if by_path is not None:
+            paths = {a[0]: a[1] for a in unit.arms[gate][qid]["vector"] + unit.arms[gate][qid]["lexical"]}
+            fused = boost(fused, lambda chunk_id, p=paths: by_path(p[chunk_id]))  # type: ignore[misc]
+        if fused or mode == "hybrid":
             ids = [f.id for f in fused]
         else:
             ids = [c.id for c in (q.vector if mode == "vector" else q.lexical)]
@@ -216,14 +220,16 @@ def objective(margins: list[float]) -> float:
 
 
 def leave_one_set_out(units: list[Unit]) -> dict[str, Any]:
+    """Every arm and every fusion setting with the shipped path boosts applied, as the API ranks."""
     points = grid()
-    arms = {u.name: {m: score(u.data.qrels[u.split], offline_run(u, m, FusionParams(10)))[u.metric] for m in ARMS}
-            for u in units}  # fmt: skip
+    shipped_boosts = Settings().path_boosts
+    arms = {u.name: {m: score(u.data.qrels[u.split], offline_run(u, m, FusionParams(10), 1.0, shipped_boosts))[
+                u.metric] for m in ARMS} for u in units}  # fmt: skip
     table: dict[str, list[float]] = {}
     for unit in units:
         console.print(f"  replaying {len(points)} fusion settings on {unit.name}")
         table[unit.name] = [
-            score(unit.data.qrels[unit.split], offline_run(unit, "hybrid", params, gate))[unit.metric]
+            score(unit.data.qrels[unit.split], offline_run(unit, "hybrid", params, gate, shipped_boosts))[unit.metric]
             for params, gate in points
         ]
 
@@ -246,9 +252,10 @@ def leave_one_set_out(units: list[Unit]) -> dict[str, Any]:
         })  # fmt: skip
     shipped = best_on([u.name for u in units])
     params, gate = points[shipped]
+    # What the shipped boosts add, against none (hybrid, the settings chosen on every set).
     boosted = {
-        u.name: score(u.data.qrels[u.split], offline_run(u, "hybrid", params, gate, CANDIDATE_BOOSTS))[u.metric]
-        - table[u.name][shipped]
+        u.name: table[u.name][shipped]
+        - score(u.data.qrels[u.split], offline_run(u, "hybrid", params, gate, {}))[u.metric]
         for u in units
     }
     plain = FusionParams(10)
@@ -258,7 +265,7 @@ def leave_one_set_out(units: list[Unit]) -> dict[str, Any]:
             for u in units
             if u.data.kind == "questions"
         },
-        "candidateBoosts": {"boosts": CANDIDATE_BOOSTS, "deltaBySet": {k: round(v, 4) for k, v in boosted.items()}},
+        "pathBoosts": {"boosts": shipped_boosts, "deltaBySet": {k: round(v, 4) for k, v in boosted.items()}},
         "rows": rows,
         "setsBelow": sum(r["below"] for r in rows),
         "shipped": describe(points[shipped]),

@@ -23,7 +23,7 @@ from semsearch.config import Settings
 from semsearch.corpus.screening import flags
 from semsearch.indexer.syntax import language_for
 
-SETS = ("scifact", "faq", "debian-faq", "gitfaq", "sqla-faq", "code", "rich-doc", "boltons-doc-syntax")
+SETS = ("scifact", "faq", "debian-faq", "gitfaq", "sqla-faq", "code", "rich-doc", "boltons-doc")
 
 
 def rate(index: Path) -> dict[str, Any]:

@@ -192,9 +192,11 @@ class Settings(BaseSettings):
         "is searched by its request sentence and identifiers, with a queryNote saying so; off = searched as sent.",
     )
     path_boosts: dict[str, float] = Field(
-        {},
-        description="Path globs to multipliers of the fused score after fusion, e.g. "
-        '{"**/tests/**": 0.8}; none by default (see make eval). A request\'s pathBoosts replaces them.',
+        {"**/tests/**": 0.8, "**/examples/**": 0.8},
+        description="Path globs to multipliers of the fused score after fusion. Tests and examples at 0.8: "
+        "with code chunked at definitions, a test named for a behaviour outranked its implementation on the "
+        "code set with tests, and this moved only that set (make eval). A request's pathBoosts replaces them; "
+        "{} for none.",
     )
     pool_multiplier: int = Field(4, description="Each arm returns k x this many candidates, so fusion can reorder.")
     pool_min: int = Field(50, description="…and at least this many: small k still gets a real candidate pool.")

@@ -441,11 +441,16 @@ def test_path_boosts_from_the_cli_and_from_a_projects_file_over_mcp(stack: Stack
     stack.cli("add", str(repo))
     stack.index(str(repo))
     query = ["search", "test retry backoff", "--folder", "retrying", "--min-score", "-1", "--json"]
-    plain = json.loads(stack.cli(*query).stdout)
+    with stack.http() as http:
+        body = {"query": "test retry backoff", "folder": ["retrying"], "minScore": -1, "pathBoosts": {}}
+        unboosted = http.post("/v1/search", json=body).json()["hits"]
+    assert unboosted[0]["relPath"] == "tests/test_retry.py" and unboosted[0].get("boost") is None
+    plain = json.loads(stack.cli(*query).stdout)  # the server's default: tests and examples at 0.8
+    assert [h["boost"] for h in plain if h["relPath"].startswith("tests/")] == [0.8]
     boosted = json.loads(stack.cli(*query, "--boost", "**/tests/**=0.5").stdout)
-    assert plain[0]["relPath"] == "tests/test_retry.py" and plain[0]["boost"] is None
     assert boosted[0]["relPath"] == "src/retry.py"
     assert [h["boost"] for h in boosted if h["relPath"].startswith("tests/")] == [0.5]
-    (repo / ".semsearch.json").write_text(json.dumps({"folders": ["retrying"], "pathBoosts": {"**/tests/**": 0.5}}))
+    # A project's boosts replace the server's: here its sources go down, so its test comes first.
+    (repo / ".semsearch.json").write_text(json.dumps({"folders": ["retrying"], "pathBoosts": {"src/**": 0.5}}))
     failed, texts = mcp_call(stack, "search", {"query": "test retry backoff", "min_score": -1}, cwd=repo)
-    assert not failed and json.loads(texts[0])[0]["relPath"] == "src/retry.py"
+    assert not failed and json.loads(texts[0])[0]["relPath"] == "tests/test_retry.py"
