@@ -21,7 +21,7 @@ from semsearch.api.lexical import identifiers_in
 
 FENCE = re.compile(r"```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)", re.S)
 INLINE_CODE = re.compile(r"`([^`\n]{1,80})`")
-SENTENCES = re.compile(r"(?<=[.!?:])\s+(?=[A-Z0-9\"'`(\[])|\n\s*\n|\n(?=\s*(?:[-*•]|\d+[.)])\s)")
+SENTENCES = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'`(\[])|\n\s*\n|\n(?=\s*(?:[-*•]|\d+[.)])\s)")
 # Sentences that address the assistant rather than describe what to find.
 ADDRESSED = re.compile(
     r"^\W*(?:please\s+)?(?:you\s+are|you're|you\s+will|you\s+must|you\s+should|your\s+(?:task|job|role|goal)|"
@@ -30,6 +30,11 @@ ADDRESSED = re.compile(
     r"use\s+(?:the|your)\s+tools?|think|be\s+(?:concise|brief|careful)|remember|note\s+that|important|"
     r"system|context|instructions?)\b",
     re.I,
+)
+ENUMERATOR = re.compile(r"^\W*(?:(?:rule|step|note|point)\s*\d*|\d+)\s*[:.)]\s*", re.I)  # "Rule 3:", "2."
+# A sentence the prompt itself labels as the request.
+REQUEST = re.compile(
+    r"^\W*(?:task|question|query|request|goal|problem|the\s+user\s+(?:asked|asks|wants)|user)\s*:\s*", re.I
 )
 STOP = frozenset(
     "a an the and or but of to in on for with by at from is are was were be been it this that these those "
@@ -54,7 +59,7 @@ def guard(query: str, count_tokens: Callable[[str], int], window: int) -> Guarde
     fences = FENCE.findall(query)
     prose = FENCE.sub(" ", query)
     sentences = [s.strip() for s in SENTENCES.split(prose) if s and len(s.split()) >= 2]
-    addressed = [s for s in sentences if ADDRESSED.match(s)]
+    addressed = [s for s in sentences if ADDRESSED.match(ENUMERATOR.sub("", s)) and not REQUEST.match(s)]
     words = len(query.split())
     if not fences and words <= MAX_QUERY_WORDS and len(sentences) < MIN_SENTENCES:
         return Guarded(query, None)  # the common case costs no token count
@@ -79,7 +84,8 @@ def guard(query: str, count_tokens: Callable[[str], int], window: int) -> Guarde
 
 
 def _informative_part(sentences: list[str], addressed: list[str], fences: list[str], prose: str) -> str:
-    candidates = [s for s in sentences if s not in addressed] or sentences
+    labelled = [r for r in (REQUEST.sub("", s) for s in sentences if REQUEST.match(s)) if len(r.split()) >= 2]
+    candidates = labelled or [s for s in sentences if s not in addressed] or sentences
     questions = [s for s in candidates if _is_question(s) and len(_content(s)) >= 2]
     pool = questions or candidates
     # The richest in content words; on a tie, the later one (the request usually comes last).

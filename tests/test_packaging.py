@@ -92,7 +92,9 @@ def test_the_mcp_bridge_starts_from_its_extra_alone(mcp_venv: Path, stack: Stack
             assert not folders.is_error
             return sorted(t.name for t in listed)
 
-    assert anyio.run(tools) == ["cat_file", "gather", "grep", "index", "index_status", "list_folders", "search"]
+    assert anyio.run(tools) == [
+        "cat_file", "gather", "grep", "index", "index_status", "list_folders", "outline", "search", "symbols"
+    ]  # fmt: skip
 
 
 def test_the_cli_works_from_the_bare_package(tmp_path_factory: pytest.TempPathFactory, wheel: Path,

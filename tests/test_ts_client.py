@@ -77,7 +77,7 @@ def test_typescript_client_over_stdio(stack: Stack, project: Path) -> None:
     # Structure beside the text, checked by the TypeScript client against each tool's outputSchema.
     for name in ("search", "list_folders", "grep", "index", "index_status"):
         assert tools[name].get("outputSchema", {}).get("type") == "object", name
-    assert set(tools["search"]["outputSchema"]["properties"]) == {"hits", "message"}
+    assert set(tools["search"]["outputSchema"]["properties"]) == {"hits", "message", "queryNote", "coverage"}
     assert search["structuredContent"]["hits"][0]["relPath"] == "pilots.md"
     assert {"filePath", "startLine", "endLine", "score", "cosine", "label", "stale"} <= set(
         search["structuredContent"]["hits"][0]
@@ -85,7 +85,7 @@ def test_typescript_client_over_stdio(stack: Stack, project: Path) -> None:
     assert found["structuredContent"]["matches"][0]["line"] == 3 and found["text"][0].startswith(
         "harbour · pilots.md:3"
     )
-    assert empty["structuredContent"] == {"hits": [], "message": empty["text"][1], "queryNote": None}
+    assert empty["structuredContent"] == {"hits": [], "message": empty["text"][1], "queryNote": None, "coverage": None}
     assert "threshold" in empty["text"][1]
     assert folders["structuredContent"]["folders"][0]["name"] == "harbour"
     # Every refusal reaches the agent with the API's reason and what to do.
