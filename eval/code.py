@@ -10,17 +10,14 @@ click's queries are ours and name no definition, so it is judged by file only.
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
-from pathlib import Path
 from typing import Any
 
 import httpx
 from rich.table import Table
 
-from eval.datasets import BUILDERS, HERE, Dataset
-from eval.run import MODES, Evaluator, as_run, console, score
+from eval.datasets import BUILDERS, Dataset
+from eval.run import MODES, Evaluator, arguments, as_run, console, save, score
 from semsearch.config import Settings
 from semsearch.processes import start_api, start_embedder
 
@@ -56,10 +53,7 @@ def measure(evaluator: Evaluator, data: Dataset, env: dict[str, str]) -> dict[st
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m eval.code")
-    parser.add_argument("--datasets", default=",".join(CODE_SETS))
-    parser.add_argument("--work", type=Path, default=Path.home() / ".cache" / "semsearch-eval")
-    parser.add_argument("--out", type=Path, default=HERE / "results.json")
+    parser = arguments("python -m eval.code", CODE_SETS)
     parser.add_argument("--chunkers", default=",".join(CHUNKERS))
     args = parser.parse_args()
     embedder, addr = start_embedder(args.work / "embedder.log")
@@ -86,10 +80,7 @@ def main() -> None:
     finally:
         embedder.stop()
     report(found)
-    results = json.loads(args.out.read_text()) if args.out.exists() else {}
-    results["codeChunking"] = found
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
-    console.print(f"wrote {args.out}")
+    save(args.out, "codeChunking", found)
 
 
 def report(found: dict[str, Any]) -> None:

@@ -9,16 +9,13 @@ document (hybrid, `group=file`, abstention off), on the sets `make eval` has ind
 
 from __future__ import annotations
 
-import argparse
-import json
-from pathlib import Path
 from typing import Any
 
 import httpx
 from rich.table import Table
 
-from eval.datasets import BUILDERS, HERE
-from eval.run import Evaluator, as_run, console, score
+from eval.datasets import BUILDERS
+from eval.run import Evaluator, arguments, as_run, console, save, score
 from semsearch.config import Settings
 from semsearch.processes import start_api, start_embedder
 
@@ -69,11 +66,7 @@ def ask_all(evaluator: Evaluator, data: Any, url: str, template: str | None) -> 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m eval.prompts")
-    parser.add_argument("--datasets", default=",".join(SETS))
-    parser.add_argument("--work", type=Path, default=Path.home() / ".cache" / "semsearch-eval")
-    parser.add_argument("--out", type=Path, default=HERE / "results.json")
-    args = parser.parse_args()
+    args = arguments("python -m eval.prompts", SETS).parse_args()
     embedder, addr = start_embedder(args.work / "embedder.log")
     evaluator = Evaluator(args.work, addr)
     found: dict[str, Any] = {}
@@ -98,9 +91,7 @@ def main() -> None:
     finally:
         embedder.stop()
     report(found)
-    results = json.loads(args.out.read_text()) if args.out.exists() else {}
-    results["pastedPrompt"] = found
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    save(args.out, "pastedPrompt", found)
 
 
 def report(found: dict[str, Any]) -> None:

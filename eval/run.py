@@ -356,12 +356,26 @@ def collect_units(evaluator: Evaluator, data: Dataset, data_dir: Path, chunks: i
     return units
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m eval.run")
-    parser.add_argument("--datasets", default=",".join(BUILDERS))
+def arguments(prog: str, datasets: list[str] | tuple[str, ...]) -> argparse.ArgumentParser:
+    """The options every part of `make eval` takes: which sets, where they live, where results go."""
+    parser = argparse.ArgumentParser(prog=prog)
+    parser.add_argument("--datasets", default=",".join(datasets))
     # Outside the repository: inside it, git (rightly) hides the ignored work folder from the indexer.
     parser.add_argument("--work", type=Path, default=Path.home() / ".cache" / "semsearch-eval")
     parser.add_argument("--out", type=Path, default=HERE / "results.json")
+    return parser
+
+
+def save(out: Path, key: str, value: Any) -> None:
+    """One part's results into results.json, beside the other parts'."""
+    results = json.loads(out.read_text()) if out.exists() else {}
+    results[key] = value
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    console.print(f"wrote {key} to {out}")
+
+
+def main() -> None:
+    parser = arguments("python -m eval.run", list(BUILDERS))
     parser.add_argument("--offline", action="store_true", help="replay the arms of the last run only (no services)")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,6 @@ the shipped rules, so a rule change needs no re-index).
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections import Counter
 from pathlib import Path
@@ -17,8 +16,7 @@ from typing import Any
 import lancedb
 from rich.table import Table
 
-from eval.datasets import HERE
-from eval.run import console
+from eval.run import arguments, console, save
 from semsearch.config import Settings
 from semsearch.corpus.screening import flags
 from semsearch.indexer.syntax import language_for
@@ -44,12 +42,9 @@ def rate(index: Path) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m eval.screening")
-    parser.add_argument("--work", type=Path, default=Path.home() / ".cache" / "semsearch-eval")
-    parser.add_argument("--out", type=Path, default=HERE / "results.json")
-    args = parser.parse_args()
+    args = arguments("python -m eval.screening", SETS).parse_args()
     found = {}
-    for name in SETS:
+    for name in args.datasets.split(","):
         index = args.work / "data" / Settings().model_compute / name / "index"
         if (index / "chunks.lance").exists():
             found[name] = rate(index)
@@ -59,9 +54,7 @@ def main() -> None:
     for name, r in found.items():
         table.add_row(name, f"{r['chunks']:,}", str(r["flagged"]), f"{r['rate']:.3%}", json.dumps(r["byFlag"]))
     console.print(table)
-    results = json.loads(args.out.read_text()) if args.out.exists() else {}
-    results["screening"] = found
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    save(args.out, "screening", found)
 
 
 if __name__ == "__main__":

@@ -13,9 +13,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import anyio
 import httpx
 import pytest
+from mcp.client.client import Client
+from mcp.client.stdio import StdioServerParameters
 
 from semsearch.embedder.client import EmbedderClient
 from semsearch.processes import Service, api_env, free_port, start_api, start_embedder, start_worker
@@ -62,6 +66,17 @@ class Stack:
 
     def http(self) -> httpx.Client:
         return httpx.Client(base_url=self.url, headers=self.headers, timeout=60)
+
+    def mcp(self, *calls: tuple[str, dict[str, Any]]) -> list[Any]:
+        """Each (tool, arguments) called in order on `semsearch mcp` over stdio, with the
+        official Python client; the results as the client got them."""
+
+        async def run() -> list[Any]:
+            params = StdioServerParameters(command=SEMSEARCH, args=["mcp"], env=self.env)
+            async with Client(params) as client:
+                return [await client.call_tool(name, args) for name, args in calls]
+
+        return anyio.run(run)
 
 
 def wait_until_free(url: str, folder: str, timeout: float = 60) -> None:

@@ -9,12 +9,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
-from mcp.client.client import Client
-from mcp.client.stdio import StdioServerParameters
 
-from tests.conftest import SEMSEARCH, Stack
+from tests.conftest import Stack
 from tests.corpus import write_tree
 
 pytestmark = pytest.mark.e2e
@@ -82,15 +79,10 @@ def test_a_file_changed_after_indexing_is_stale_in_scope_only(harbour: tuple[Sta
 def test_the_note_reaches_mcp_gather_and_the_cli(harbour: tuple[Stack, Path]) -> None:
     stack, _ = harbour
 
-    async def run() -> tuple[Any, Any]:
-        params = StdioServerParameters(command=SEMSEARCH, args=["mcp"], env=stack.env)
-        async with Client(params) as client:
-            return (
-                await client.call_tool("search", {"query": "who boards the ships", "min_score": -1}),
-                await client.call_tool("gather", {"query": "who boards the ships", "k": 1}),
-            )
-
-    found, gathered = anyio.run(run)
+    found, gathered = stack.mcp(
+        ("search", {"query": "who boards the ships", "min_score": -1}),
+        ("gather", {"query": "who boards the ships", "k": 1}),
+    )
     texts = [c.text for c in found.content]
     assert json.loads(texts[0])[0]["relPath"] == "docs/harbour.md"
     assert any(t.startswith("skipped:") for t in texts[1:]), texts

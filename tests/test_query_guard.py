@@ -7,12 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
-from mcp.client.client import Client
-from mcp.client.stdio import StdioServerParameters
 
-from tests.conftest import SEMSEARCH, Stack
+from tests.conftest import Stack
 from tests.corpus import write_tree
 
 pytestmark = pytest.mark.e2e
@@ -84,15 +81,7 @@ def test_the_note_reaches_the_cli_mcp_and_gather(stack: Stack, corpus: Path) -> 
     assert "note: the query looks like a pasted prompt" in cli.stderr
     assert json.loads(cli.stdout)[0]["relPath"] == "auth/session.py"
 
-    async def run() -> tuple[Any, Any]:
-        params = StdioServerParameters(command=SEMSEARCH, args=["mcp"], env=stack.env)
-        async with Client(params) as client:
-            return (
-                await client.call_tool("search", {"query": PROMPT, "min_score": -1}),
-                await client.call_tool("gather", {"query": PROMPT, "k": 1}),
-            )
-
-    found, gathered = anyio.run(run)
+    found, gathered = stack.mcp(("search", {"query": PROMPT, "min_score": -1}), ("gather", {"query": PROMPT, "k": 1}))
     texts = [c.text for c in found.content]
     assert json.loads(texts[0])[0]["relPath"] == "auth/session.py"
     assert any("looks like a pasted prompt" in t for t in texts[1:])

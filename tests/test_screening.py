@@ -8,13 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
-from mcp.client.client import Client
-from mcp.client.stdio import StdioServerParameters
 
 from semsearch.corpus.screening import flags
-from tests.conftest import SEMSEARCH, Stack
+from tests.conftest import Stack
 from tests.corpus import write_tree
 
 ZW = "\u200b"
@@ -104,15 +101,10 @@ def test_flags_reach_results_labels_and_explain(stack: Stack, planted: Path) -> 
 
 @pytest.mark.e2e
 def test_mcp_shows_invisible_characters_escaped(stack: Stack, planted: Path) -> None:
-    async def run() -> tuple[Any, Any]:
-        params = StdioServerParameters(command=SEMSEARCH, args=["mcp"], env=stack.env)
-        async with Client(params) as client:
-            return (
-                await client.call_tool("search", {"query": "deploy the release script", "min_score": -1}),
-                await client.call_tool("gather", {"query": "deploy the release script", "k": 1}),
-            )
-
-    found, gathered = anyio.run(run)
+    found, gathered = stack.mcp(
+        ("search", {"query": "deploy the release script", "min_score": -1}),
+        ("gather", {"query": "deploy the release script", "k": 1}),
+    )
     hit = next(h for h in json.loads(found.content[0].text) if h["relPath"] == "deploy.md")
     assert "release\\u200b script" in hit["text"] and ZW not in hit["text"]
     assert hit["flags"] == ["hidden-characters"] and "⚠ hidden-characters" in hit["label"]
