@@ -164,9 +164,7 @@ def lexical_balance(
     return float(2.0 ** max(-bound, min(bound, exponent)))
 
 
-def label(
-    cosine: float, vector_rank: int | None, bm25_rank: int | None, exact: bool, flags: Sequence[str] = ()
-) -> str:
+def label(cosine: float, vector_rank: int | None, bm25_rank: int | None, exact: bool, flags: Sequence[str] = ()) -> str:
     """`[both 0.690]`; with screening flags, `[semantic 0.610 ⚠ hidden-instructions]`."""
     if exact:
         why = "exact match"

@@ -36,12 +36,14 @@ ENUMERATOR = re.compile(r"^\W*(?:(?:rule|step|note|point)\s*\d*|\d+)\s*[:.)]\s*"
 REQUEST = re.compile(
     r"^\W*(?:task|question|query|request|goal|problem|the\s+user\s+(?:asked|asks|wants)|user)\s*:\s*", re.I
 )
-STOP = frozenset(
-    "a an the and or but of to in on for with by at from is are was were be been it this that these those "
-    "i you we they he she my your our their me us them do does did can could would should will shall may "
-    "might must have has had not no so as if then than there here what which who whom how why when where "
-    "please just also any all some into about".split()
-)
+STOP = frozenset((
+    "a", "an", "the", "and", "or", "but", "of", "to", "in", "on", "for", "with", "by", "at", "from", "is", "are",
+    "was", "were", "be", "been", "it", "this", "that", "these", "those", "i", "you", "we", "they", "he", "she",
+    "my", "your", "our", "their", "me", "us", "them", "do", "does", "did", "can", "could", "would", "should",
+    "will", "shall", "may", "might", "must", "have", "has", "had", "not", "no", "so", "as", "if", "then", "than",
+    "there", "here", "what", "which", "who", "whom", "how", "why", "when", "where", "please", "just", "also",
+    "any", "all", "some", "into", "about",
+))  # fmt: skip
 MIN_SENTENCES = 3  # one or two sentences are a query, however long
 MAX_QUERY_WORDS = 60  # words of a plain query before its shape is looked at
 MAX_USED_WORDS = 48  # the part searched for stays well inside the window

@@ -20,7 +20,6 @@ import numpy as np
 
 from semsearch.api import filters
 from semsearch.api.coverage import CoverageCache
-from semsearch.api.guard import Guarded, guard
 from semsearch.api.fusion import (
     Candidate,
     Fused,
@@ -34,6 +33,7 @@ from semsearch.api.fusion import (
     lifecycle_label,
     passes,
 )
+from semsearch.api.guard import Guarded, guard
 from semsearch.api.lexical import identifiers_in, query_terms
 from semsearch.api.store import ModelMismatch, Store
 from semsearch.config import Settings

@@ -80,9 +80,7 @@ def find(
             f"no symbol named like {name!r} in {', '.join(scope)}; symbols come from source files the "
             "indexer parsed (see `semsearch explain PATH`); try search for a description instead"
         )
-    return Symbols(
-        symbols=_views(rows[:limit], registered), truncated=len(rows) > limit, message=message
-    )
+    return Symbols(symbols=_views(rows[:limit], registered), truncated=len(rows) > limit, message=message)
 
 
 def outline(store: Store, folders: FolderRegistry, settings: Settings, path: str) -> Outline:
@@ -93,13 +91,10 @@ def outline(store: Store, folders: FolderRegistry, settings: Settings, path: str
     message = None
     if not rows:
         indexed = bool(store.manifest(registered.name, [rel]))
-        message = (
-            f"{registered.name}/{rel} has no symbols: "
-            + (
-                "it is indexed, but its language has no grammar here or it defines nothing"
-                if indexed
-                else "it is not indexed yet; run `semsearch index` (or the index tool)"
-            )
+        message = f"{registered.name}/{rel} has no symbols: " + (
+            "it is indexed, but its language has no grammar here or it defines nothing"
+            if indexed
+            else "it is not indexed yet; run `semsearch index` (or the index tool)"
         )
     return Outline(
         folder=registered.name,
@@ -149,4 +144,3 @@ def _views(rows: list[dict[str, Any]], registered: dict[str, str]) -> list[Symbo
             )
         )
     return out
-

@@ -25,13 +25,13 @@ import numpy as np
 
 from semsearch.client import ApiClient
 from semsearch.config import Settings
+from semsearch.corpus import screening
 from semsearch.corpus.discovery import FileList, size_limit
 from semsearch.corpus.extract import Unindexable, extract
 from semsearch.embedder.client import EmbedderClient
-from semsearch.corpus import screening
 from semsearch.indexer.chunker import ChunkSizes, SharedCounts, chunk_document
-from semsearch.indexer.syntax import CHUNKER, language_for
 from semsearch.indexer.progress import Reporter
+from semsearch.indexer.syntax import CHUNKER, language_for
 from semsearch.report import summary_line
 from semsearch.schemas import (
     ChunkIn,
@@ -324,8 +324,13 @@ class Indexer:
             stamp,
             [
                 ChunkIn(
-                    start_line=c.start_line, end_line=c.end_line, text=c.text, heading=c.heading, page=c.page,
-                    kind=c.kind, flags=screening.flags(c.text, prose=code is None),
+                    start_line=c.start_line,
+                    end_line=c.end_line,
+                    text=c.text,
+                    heading=c.heading,
+                    page=c.page,
+                    kind=c.kind,
+                    flags=screening.flags(c.text, prose=code is None),
                 )  # fmt: skip
                 for c in chunked.chunks
             ],
@@ -335,8 +340,12 @@ class Indexer:
             [c.embedded for c in chunked.chunks],
             [
                 SymbolIn(
-                    name=s.name, kind=s.kind, symbol_path=s.symbol_path, start_line=s.start_line,
-                    end_line=s.end_line, signature=s.signature,
+                    name=s.name,
+                    kind=s.kind,
+                    symbol_path=s.symbol_path,
+                    start_line=s.start_line,
+                    end_line=s.end_line,
+                    signature=s.signature,
                 )  # fmt: skip
                 for s in chunked.symbols
             ],

@@ -254,9 +254,9 @@ class _Outline:
         if inner.type == "method_declaration" and (receiver := inner.child_by_field_name("receiver")) is not None:
             types = [t for t in _descendants(receiver) if t.type == "type_identifier"]
             owner = (_text(types[0]),) if types else ()  # Go: `func (s *Store) Get()` is `Store › Get`
-        if inner.type == "struct_specifier" or inner.type == "enum_specifier" or inner.type == "union_specifier":
-            if inner.child_by_field_name("body") is None:
-                return None  # a use of the type (`struct s x;`), not its definition
+        bodiless = inner.child_by_field_name("body") is None
+        if inner.type in ("struct_specifier", "enum_specifier", "union_specifier") and bodiless:
+            return None  # a use of the type (`struct s x;`), not its definition
         if inner.type == "class_declaration":
             declared_kind = inner.child_by_field_name("declaration_kind")
             if declared_kind is not None:  # Swift: struct, enum, extension, actor, class
@@ -270,7 +270,11 @@ class _Outline:
             kind = "function"  # Ruby: a `def` outside a class or module
         end = node.end_point.row
         after = node.next_sibling
-        if inner.type in ("function_signature", "method_signature") and after is not None and after.type == "function_body":
+        if (
+            inner.type in ("function_signature", "method_signature")
+            and after is not None
+            and after.type == "function_body"
+        ):
             end = after.end_point.row  # Dart: the body is the signature's sibling
         return Symbol(name, kind, (*parent, *owner, name), inner.start_point.row + 1, end + 1, self.signature(inner))
 

@@ -106,7 +106,9 @@ class Bridge:
     async def search(self, **params: Any) -> CallToolResult:
         response = await self.call(self.api.search, self.request(SearchRequest, self._scoped(params)))
         out = SearchOutput(
-            hits=[HitSummary.model_validate(h.model_dump() | {"text": escape_invisible(h.text)}) for h in response.hits],
+            hits=[
+                HitSummary.model_validate(h.model_dump() | {"text": escape_invisible(h.text)}) for h in response.hits
+            ],
             message=None if response.hits else response.message,
             query_note=response.query_note,
             coverage=response.coverage.note if response.coverage else None,
@@ -166,7 +168,9 @@ class Bridge:
         lines = [f"{one_line(found.folder)} · {one_line(found.rel_path)}"]
         for s in found.symbols:
             depth = s.symbol_path.count(" › ")
-            lines.append(f"{'  ' * depth}{s.start_line}-{s.end_line}  {s.kind} {one_line(s.name)}  —  {one_line(s.signature)}")
+            lines.append(
+                f"{'  ' * depth}{s.start_line}-{s.end_line}  {s.kind} {one_line(s.name)}  —  {one_line(s.signature)}"
+            )
         if found.message:
             lines.append(found.message)
         return structured("\n".join(lines), found)
