@@ -5,9 +5,10 @@ as the query. Embedded as is, it is cut at the model's window and matches the bo
 BM25 matches its every word. A query is *prompt-shaped* when it is longer than the window,
 holds a code fence, or reads as instructions: several sentences of which some address an
 assistant ("You are…", "Always…", "Respond in…"). Then search uses its most informative part —
-the request sentence (a question if there is one, else the sentence that is neither role nor
-rule, richest in content words), with the identifiers named in the prompt's code — and the
-response says so (`queryNote`, `queryUsed`). Nothing is silently truncated.
+the request sentence (the one the prompt labels `Task:`/`Question:`, else a question, else the
+sentence that is neither role nor rule, richest in content words — then with the identifiers
+named in the prompt's code) — and the response says so (`queryNote`, `queryUsed`). Nothing is
+silently truncated.
 """
 
 from __future__ import annotations
@@ -93,6 +94,8 @@ def _informative_part(sentences: list[str], addressed: list[str], fences: list[s
     # The richest in content words; on a tie, the later one (the request usually comes last).
     best = max(reversed(pool), key=lambda s: len(_content(s))) if pool else ""
     best = " ".join(best.split()[:MAX_USED_WORDS])
+    if labelled or questions:
+        return best  # the prompt says what it asks; pasted code beside it is context, not the question
     named = INLINE_CODE.findall(prose) + [i for f in fences for i in identifiers_in(f)]
     extra = [n for n in dict.fromkeys(named) if n not in best][:MAX_IDENTIFIERS]
     return " ".join([best, *extra]).strip()

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from semsearch.api.guard import guard
 from tests.conftest import Stack
 from tests.corpus import write_tree
 
@@ -51,7 +52,7 @@ def search(stack: Stack, query: str) -> dict[str, Any]:
 
 def test_a_pasted_prompt_is_searched_by_its_question_and_says_so(stack: Stack, corpus: Path) -> None:
     answer = search(stack, PROMPT)
-    assert answer["queryUsed"].startswith("How does the session get refreshed when the access token expires?")
+    assert answer["queryUsed"] == "How does the session get refreshed when the access token expires?"
     assert "looks like a pasted prompt" in answer["queryNote"] and "code block" in answer["queryNote"]
     assert answer["hits"][0]["relPath"] == "auth/session.py"
     plain = search(stack, "refresh the session token")
@@ -87,3 +88,18 @@ def test_the_note_reaches_the_cli_mcp_and_gather(stack: Stack, corpus: Path) -> 
     assert any("looks like a pasted prompt" in t for t in texts[1:])
     assert found.structured_content["queryNote"].startswith("the query looks like a pasted prompt")
     assert gathered.content[0].text.startswith("_Note: the query looks like a pasted prompt")
+
+
+def test_without_a_question_the_request_takes_the_identifiers_of_the_pasted_code() -> None:
+    prompt = (
+        "You are a senior engineer. Always cite file paths. Never invent APIs.\n\n"
+        "```python\ndef rotate_refresh_token(store):\n    store.refreshTokens.clear()\n```\n\n"
+        "Explain the failing rotation in the session store."
+    )
+    guarded = guard(prompt, lambda text: len(text.split()), window=254)
+    assert guarded.note is not None and "1 code block" in guarded.note
+    assert guarded.used.startswith("Explain the failing rotation in the session store.")
+    assert "rotate_refresh_token" in guarded.used and "store.refreshTokens" in guarded.used
+    labelled = guard("You are an assistant. Always be brief. Respond in Markdown.\n\nTask: find the retry loop",
+                     lambda text: len(text.split()), window=254)  # fmt: skip
+    assert labelled.used == "find the retry loop"
