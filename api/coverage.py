@@ -32,6 +32,8 @@ class _FolderState:
     at: float
     paths: dict[str, bool]  # relative path -> stale (for the checked ones)
     files: int
+    skipped: dict[str, int]
+    indexed_at: datetime | None
 
 
 class CoverageCache:
@@ -44,7 +46,7 @@ class CoverageCache:
     ) -> Coverage:
         files = stale = checked = 0
         skipped: dict[str, int] = {}
-        known_skips = store.skipped()
+        times: list[datetime] = []
         for folder in folders:
             state = self._state(store, folder)
             paths = [p for p in state.paths if in_scope is None or in_scope(p)]
@@ -52,12 +54,11 @@ class CoverageCache:
             files += len(paths) + (unchecked if in_scope is None else 0)
             checked += len(paths)
             stale += sum(state.paths[p] for p in paths)
-            for rule, n in known_skips.get(folder.name, {}).items():
-                if rule not in NOT_GAPS:
-                    skipped[rule] = skipped.get(rule, 0) + n
-        stats = store.folder_stats()
-        times = [stats[f.name].last_indexed for f in folders if f.name in stats]
-        indexed_at = min((t for t in times if t is not None), default=None)
+            for rule, n in state.skipped.items():
+                skipped[rule] = skipped.get(rule, 0) + n
+            if state.indexed_at is not None:
+                times.append(state.indexed_at)
+        indexed_at = min(times, default=None)
         return Coverage(files=files, stale=stale, checked=checked, skipped=skipped, indexed_at=indexed_at,
                         note=_note(stale, checked, files, skipped, indexed_at))  # fmt: skip
 
@@ -76,7 +77,9 @@ class CoverageCache:
                 paths[entry.path] = os.lstat(os.path.join(folder.path, entry.path)).st_mtime_ns != entry.mtime_ns
             except OSError:
                 paths[entry.path] = True  # gone (or unreadable) since it was indexed
-        state = _FolderState(now, paths, len(entries))
+        skipped = {r: n for r, n in store.skipped().get(folder.name, {}).items() if r not in NOT_GAPS}
+        stats = store.folder_stats().get(folder.name)
+        state = _FolderState(now, paths, len(entries), skipped, stats.last_indexed if stats else None)
         with self._lock:
             self._folders[key] = state
         return state
