@@ -122,8 +122,7 @@ def test_outline_lists_a_files_definitions_in_order(stack: Stack, repos: Path) -
 
 def test_outline_is_confined_like_a_read(stack: Stack, repos: Path, tmp_path: Path) -> None:
     (tmp_path / "elsewhere.py").write_text("def secret_helper():\n    pass\n")
-    ignored = repos / "python" / "json" / "generated.py"
-    (repos / ".gitignore").write_text("generated.py\n")
+    ignored = repos / "python" / "json" / ".env"  # never indexed: a credential file by its name
     ignored.write_text("def ignored_helper():\n    pass\n")
     with stack.http() as http:
         outside = http.get("/v1/outline", params={"path": str(tmp_path / "elsewhere.py")})
@@ -132,7 +131,6 @@ def test_outline_is_confined_like_a_read(stack: Stack, repos: Path, tmp_path: Pa
     assert outside.status_code == 403 and "outside the indexed folders" in outside.json()["detail"]
     assert hidden.status_code == 403 and "is not indexed" in hidden.json()["detail"]
     assert relative.status_code == 403 and "not an absolute path" in relative.json()["detail"]
-    (repos / ".gitignore").unlink()
     ignored.unlink()
 
 
