@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
@@ -10,7 +11,7 @@ from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
 from semsearch import __version__
-from semsearch.api import errors, routes, webui
+from semsearch.api import errors, routes, snapshots, webui
 from semsearch.api.middleware import BodyLimit, HostGuard, PagePolicy
 from semsearch.api.retrieval import SearchEngine
 from semsearch.api.runs import Leases, Runs
@@ -26,6 +27,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.settings = settings
+        recovered = snapshots.recover(settings)
+        if recovered:
+            logging.getLogger("semsearch.api").warning(recovered)
         app.state.store = Store(
             settings.index_dir, timedelta(seconds=settings.version_retention_s), settings.housekeeping_every_writes
         )
@@ -53,7 +57,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors.install(app)
 
     app.add_middleware(PagePolicy)
-    app.add_middleware(BodyLimit, limit=settings.max_body_bytes, batch_limit=settings.max_batch_body_bytes)
+    app.add_middleware(
+        BodyLimit,
+        limit=settings.max_body_bytes,
+        batch_limit=settings.max_batch_body_bytes,
+        snapshot_limit=settings.max_snapshot_bytes,
+    )
     # Added last, so it runs first: a request for another host name is refused before anything else.
     app.add_middleware(
         HostGuard,

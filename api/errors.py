@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from semsearch.api.filters import BadGlob
 from semsearch.api.grep import BadPattern
 from semsearch.api.runs import LeaseConflict, QueueFull, RunCancelled, RunNotFound
+from semsearch.api.snapshots import SnapshotRefused
 from semsearch.api.store import InvalidBatch, ModelMismatch
 from semsearch.corpus.files import Refused
 from semsearch.corpus.folders import FolderError, FolderNotFound
@@ -32,6 +33,7 @@ def problem(status: int, title: str, detail: str, headers: dict[str, str] | None
 # messages are written for people already, so the detail is the message.
 DOMAIN_ERRORS: dict[type[Exception], tuple[int, str]] = {
     ModelMismatch: (409, "Model mismatch"),
+    SnapshotRefused: (400, "Snapshot refused"),
     LeaseConflict: (409, "Folder busy"),
     RunNotFound: (404, "Not found"),
     RunCancelled: (409, "Run cancelled"),

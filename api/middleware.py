@@ -81,12 +81,13 @@ class HostGuard:
 
 class BodyLimit:
     """Refuses bodies over the limit, by header and while streaming. The indexer's batch
-    writes (chunks with vectors) get their own, larger limit."""
+    writes (chunks with vectors) and snapshot imports get their own, larger limits."""
 
-    def __init__(self, app: ASGIApp, limit: int, batch_limit: int) -> None:
+    def __init__(self, app: ASGIApp, limit: int, batch_limit: int, snapshot_limit: int) -> None:
         self.app = app
         self.limit = limit
         self.batch_limit = batch_limit
+        self.snapshot_limit = snapshot_limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -94,7 +95,7 @@ class BodyLimit:
             return
         path = scope["path"]
         batch = path.startswith("/v1/folders/") and path.endswith("/batches")
-        limit = self.batch_limit if batch else self.limit
+        limit = self.snapshot_limit if path == "/v1/snapshot" else self.batch_limit if batch else self.limit
         length = dict(scope["headers"]).get(b"content-length", b"")
         if length.isdigit() and int(length) > limit:
             detail = f"body of {int(length):,} bytes exceeds the limit of {limit:,}; send a smaller request"

@@ -8,15 +8,20 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
+import tempfile
 import time
+from pathlib import Path
 from typing import Annotated
 
+import anyio
 import numpy as np
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import FileResponse, JSONResponse, Response
+from starlette.background import BackgroundTask
 
 from semsearch import __version__
-from semsearch.api import explain, gather, grep, symbols
+from semsearch.api import explain, gather, grep, snapshots, symbols
 from semsearch.api.auth import require_token
 from semsearch.api.retrieval import SearchEngine
 from semsearch.api.runs import Leases, Runs
@@ -25,7 +30,7 @@ from semsearch.config import Settings
 from semsearch.corpus import files
 from semsearch.corpus.folders import FolderRegistry
 from semsearch.embedder.client import EmbedderClient, EmbedderError
-from semsearch.limits import MAX_CAT_LINES, MAX_SYMBOL_RESULTS
+from semsearch.limits import MAX_CAT_LINES, MAX_FILTER_ITEMS, MAX_SYMBOL_RESULTS
 from semsearch.schemas import (
     FINISHED,
     Calibration,
@@ -54,6 +59,7 @@ from semsearch.schemas import (
     SearchRequest,
     SearchResponse,
     SkippedIn,
+    SnapshotImported,
     Status,
     Symbols,
 )
@@ -362,6 +368,61 @@ def reset(body: ResetIn, store: StoreDep) -> dict[str, str]:
     return {"status": "reset"}
 
 
+SNAPSHOT_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+        "description": "An archive from `GET /v1/snapshot` (`semsearch snapshot export`).",
+    }
+}
+
+
+@v1.get("/snapshot", response_class=FileResponse, responses={200: {"content": {"application/x-tar": {}}}})
+def export_snapshot(
+    store: StoreDep,
+    folders: FoldersDep,
+    settings: SettingsDep,
+    folder: Annotated[list[str] | None, Query(max_length=MAX_FILTER_ITEMS)] = None,
+    root: str | None = None,
+) -> FileResponse:
+    """One archive of these folders' index (all when none): rows, manifest with each file's sha256,
+    folders relative to `root` (default: their common parent), model identity, a digest."""
+    archive = snapshots.export(store, folders, settings, folder or [], root)
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    return FileResponse(
+        archive,
+        media_type="application/x-tar",
+        filename=f"semsearch-snapshot-{stamp}.tar",
+        background=BackgroundTask(archive.unlink, missing_ok=True),
+    )
+
+
+@v1.put("/snapshot", openapi_extra=SNAPSHOT_BODY)
+async def import_snapshot(
+    request: Request,
+    store: StoreDep,
+    folders: FoldersDep,
+    leases: LeasesDep,
+    embedder: EmbedderDep,
+    settings: SettingsDep,
+    root: str | None = None,
+    allow_outside_root: Annotated[bool, Query(alias="allowOutsideRoot")] = False,
+) -> SnapshotImported:
+    """Verify an archive and swap it in: its folders (re-rooted under `root`, default the root it
+    was exported from) replace the folders of the same names; other folders are kept."""
+    fd, name = tempfile.mkstemp(prefix=f"{snapshots.TEMPORARY}upload-", suffix=".tar", dir=settings.data_dir)
+    upload = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as out:  # streamed to disk: an archive is about the index's size
+            async for block in request.stream():
+                await anyio.to_thread.run_sync(out.write, block)
+        return await anyio.to_thread.run_sync(
+            lambda: snapshots.import_(upload, store, folders, leases, embedder, settings, root, allow_outside_root)
+        )
+    finally:
+        upload.unlink(missing_ok=True)
+
+
 @v1.get("/calibration")
 def calibration(
     store: StoreDep, settings: SettingsDep, pairs: Annotated[int, Query(ge=10, le=5000)] = 500
@@ -405,4 +466,5 @@ def get_status(store: StoreDep, embedder: EmbedderDep, folders: FoldersDep, sett
         chunks=sum(f.chunks for f in views),
         vector_index=ANN_KIND if store.ann_ready else "flat",
         full_text_index=store.fts_ready,
+        snapshot=store.meta.get("snapshot"),
     )

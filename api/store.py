@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -135,11 +138,14 @@ class Store:
         self._skipped_path = index_dir / "skipped.json"
         self.notice: str | None = None
         self._set_aside_other_layouts()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entered by a snapshot import: paused(), then swap()
         self.retention = retention
         self.housekeeping_every = housekeeping_every
         self._writes = 0
-        self._db = lancedb.connect(str(index_dir))
+        self._open()
+
+    def _open(self) -> None:
+        self._db = lancedb.connect(str(self.index_dir))
         self.meta: dict[str, Any] = json.loads(self._meta_path.read_text()) if self._meta_path.exists() else {}
         names = set(self._db.list_tables().tables)
         self._files = self._db.open_table(FILES) if FILES in names else self._db.create_table(FILES, schema=FILE_SCHEMA)
@@ -506,8 +512,64 @@ class Store:
             self._symbols = self._db.create_table(SYMBOLS, schema=SYMBOL_SCHEMA)
             self.facts = IndexFacts()
 
+    # --- snapshots -------------------------------------------------------------------
+
+    def rows(self, table: str, where: str, batch_size: int = 4096) -> pa.RecordBatchReader:
+        """A table's rows matching a SQL filter, streamed (an export never holds a table in memory)."""
+        source = {CHUNKS: self._chunks, FILES: self._files, SYMBOLS: self._symbols}[table]
+        if source is None:  # no chunks yet
+            return pa.RecordBatchReader.from_batches(chunk_schema(self.meta.get("dimension") or 1), iter([]))
+        query = source.search()
+        if where != TRUE:
+            query = query.where(where)
+        return query.limit(None).to_batches(batch_size)
+
+    def paused(self) -> AbstractContextManager[bool]:
+        """Holds every write back while it is held (a snapshot import reads the folders it keeps,
+        builds the new index and swaps it in)."""
+        return self._lock
+
+    def swap(self, staged: Path, commit: Callable[[], None]) -> None:
+        """Puts a complete index built elsewhere (`build`) in place of this one, under the write
+        lock: this directory becomes `<name>.previous`, the staged one takes its name (the commit
+        point), `commit` runs, and the old copy is deleted. `snapshots.recover` finishes or undoes
+        a swap that a crash interrupted."""
+        with self._lock:
+            previous = self.index_dir.with_name(f"{self.index_dir.name}.previous")
+            shutil.rmtree(previous, ignore_errors=True)
+            self.index_dir.rename(previous)
+            staged.rename(self.index_dir)
+            commit()
+            self.notice = None
+            self._open()
+            shutil.rmtree(previous, ignore_errors=True)
+
     def disk_bytes(self) -> int:
         return sum(p.stat().st_size for p in self.index_dir.rglob("*") if p.is_file())
+
+
+def build(
+    index_dir: Path,
+    meta: dict[str, Any],
+    skipped: dict[str, dict[str, int]],
+    tables: dict[str, pa.RecordBatchReader],
+    ann_min_rows: int,
+) -> None:
+    """A complete index in a new directory, from rows: the three tables, their indices (so the
+    first query after a swap is as fast as any), then `skipped.json` and, last, `meta.json` —
+    a directory without it is an index that was never finished."""
+    index_dir.mkdir(parents=True)
+    db = lancedb.connect(str(index_dir))
+    schemas = {CHUNKS: chunk_schema(int(meta["dimension"])), FILES: FILE_SCHEMA, SYMBOLS: SYMBOL_SCHEMA}
+    for name, schema in schemas.items():
+        db.create_table(name, data=tables[name], schema=schema)
+    chunks = db.open_table(CHUNKS)
+    if chunks.count_rows() >= ann_min_rows:
+        chunks.create_index("vector", config=ANN_CONFIG)
+    if chunks.count_rows():
+        chunks.create_index("lexical", config=FTS_CONFIG)
+    (index_dir / "skipped.json").write_text(json.dumps(skipped, indent=2))
+    (index_dir / "meta.json").write_text(json.dumps(meta, indent=2, default=str))
 
 
 def _replace(table: lancedb.table.Table, rows: pa.Table, gone: str) -> None:

@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from semsearch import __version__
-from semsearch.client import ApiClient, ApiError
+from semsearch.client import ApiClient, ApiError, snapshot_manifest
 from semsearch.config import Settings, setting_problems
 from semsearch.follow import Follower, fail
 from semsearch.project import ProjectConfig
@@ -505,6 +505,75 @@ def _csv(value: str | None) -> list[str] | None:
     return [v.strip() for v in value.split(",") if v.strip()] if value else None
 
 
+@main.group()
+def snapshot() -> None:
+    """Move an index between machines: export it once (in CI, on a bigger box), import it elsewhere."""
+
+
+@snapshot.command("export")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--folder", "folders", multiple=True, help="A folder to include (repeatable; default: all).")
+@click.option("--root", help="Record the folders' paths relative to this directory (default: their common parent).")
+@click.option("--json", "as_json", is_flag=True, help="Print the archive's manifest as JSON.")
+@api_errors
+def snapshot_export(file: Path, folders: tuple[str, ...], root: str | None, as_json: bool) -> None:
+    """Write the index of some folders to FILE (one verified archive)."""
+    with ApiClient(Settings()) as api:
+        manifest = api.export_snapshot(file, list(folders), os.path.abspath(root) if root else None)
+    if as_json:
+        click.echo(json.dumps(manifest.dump(), indent=2))
+        return
+    size = file.stat().st_size / 1e6
+    click.echo(
+        f"wrote {file} ({size:.1f} MB): {len(manifest.folders)} folder(s), {manifest.files:,} files, "
+        f"{manifest.chunks:,} chunks, digest {manifest.digest}"
+    )
+    for f in manifest.folders:
+        click.echo(f"  {f.name:<20} {f.path}  (under {manifest.root})")
+    if manifest.excluded:
+        left = ", ".join(f"{n} {rule}" for rule, n in sorted(manifest.excluded.items()))
+        click.echo(f"left out, as the indexer's rules now exclude them: {left}")
+
+
+@snapshot.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--root", help="Where the snapshot's folders are here (default: where they were exported from).")
+@click.option("--allow-outside-root", is_flag=True, help="Allow folders outside SEMSEARCH_CORPUS_ROOT.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@api_errors
+def snapshot_import(file: Path, root: str | None, allow_outside_root: bool, as_json: bool) -> None:
+    """Verify FILE and swap it in: its folders replace those of the same names; others are kept."""
+    with ApiClient(Settings()) as api:
+        imported = api.import_snapshot(file, os.path.abspath(root) if root else None, allow_outside_root)
+    if as_json:
+        click.echo(json.dumps(imported.dump(), indent=2))
+        return
+    click.echo(f"imported {file}: {imported.files:,} files, {imported.chunks:,} chunks, digest {imported.digest}")
+    for f in imported.folders:
+        click.echo(f"  {f.name:<20} {f.path}")
+    if imported.kept:
+        click.echo(f"kept: {', '.join(imported.kept)}")
+    click.echo(f"Next: {imported.next_step}.")
+
+
+@snapshot.command("show")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
+@api_errors
+def snapshot_show(file: Path, as_json: bool) -> None:
+    """What FILE holds, read from the archive itself (no API needed)."""
+    manifest = snapshot_manifest(file)
+    if as_json:
+        click.echo(json.dumps(manifest.dump(), indent=2))
+        return
+    click.echo(f"{file}: semsearch {manifest.semsearch_version}, {manifest.created_at:%Y-%m-%d %H:%M} UTC")
+    click.echo(f"model     {manifest.model_id} ({manifest.dimension} dims), chunker {manifest.chunker or 'paragraph'}")
+    click.echo(f"contents  {manifest.files:,} files, {manifest.chunks:,} chunks, {manifest.symbols:,} symbols")
+    click.echo(f"digest    {manifest.digest}")
+    for f in manifest.folders:
+        click.echo(f"  {f.name:<20} {f.path}  (under {manifest.root})")
+
+
 @main.command("index-status")
 @click.argument("run_id", required=False)
 @click.option("--wait", type=float, default=0, help="Seconds to wait for the run to finish.")
@@ -648,6 +717,12 @@ def status(as_json: bool) -> None:
         click.echo(f"folders   {len(st.folders)}  files {st.files:,}  chunks {st.chunks:,}")
         full_text = "BM25 index" if st.full_text_index else "no BM25 index yet (run `semsearch index`)"
         click.echo(f"indexes   vectors: {st.vector_index}, {full_text}")
+        if st.snapshot:
+            origin = st.snapshot
+            click.echo(
+                f"snapshot  {', '.join(origin.folders)} imported {origin.imported_at:%Y-%m-%d %H:%M} UTC from "
+                f"{origin.digest} (made {origin.created_at:%Y-%m-%d %H:%M} UTC by semsearch {origin.semsearch_version})"
+            )
         if st.notice:
             click.echo(f"notice    {st.notice}")
         for f in st.folders:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import tarfile
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -10,6 +13,7 @@ import httpx
 
 from semsearch.config import Settings
 from semsearch.schemas import (
+    SNAPSHOT_MANIFEST,
     Calibration,
     ClaimIn,
     Explained,
@@ -34,9 +38,14 @@ from semsearch.schemas import (
     SearchRequest,
     SearchResponse,
     SkippedIn,
+    SnapshotImported,
+    SnapshotManifest,
     Status,
     Symbols,
 )
+
+# A snapshot moves a whole index in one request, and an import answers once it is swapped in.
+SNAPSHOT_TIMEOUT = httpx.Timeout(30.0, read=3600.0, write=3600.0)
 
 
 class ApiError(RuntimeError):
@@ -80,11 +89,19 @@ class ApiClient:
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
-            raise ApiUnreachable(
-                0,
-                f"semsearch API not reachable at {self.url} ({type(exc).__name__}); "
-                "start it with `semsearch serve` (or `docker compose up -d`), or set SEMSEARCH_URL",
-            ) from exc
+            raise self._unreachable(exc) from exc
+        self._check(response)
+        return None if response.status_code == 204 else response.json()
+
+    def _unreachable(self, exc: httpx.TransportError) -> ApiUnreachable:
+        return ApiUnreachable(
+            0,
+            f"semsearch API not reachable at {self.url} ({type(exc).__name__}); "
+            "start it with `semsearch serve` (or `docker compose up -d`), or set SEMSEARCH_URL",
+        )
+
+    @staticmethod
+    def _check(response: httpx.Response) -> None:
         if response.is_error:
             try:
                 body = response.json()
@@ -92,7 +109,6 @@ class ApiClient:
             except ValueError:
                 detail = response.text
             raise ApiError(response.status_code, f"{response.status_code}: {detail}")
-        return None if response.status_code == 204 else response.json()
 
     # --- corpus ------------------------------------------------------------------
 
@@ -203,3 +219,51 @@ class ApiClient:
 
     def status(self) -> Status:
         return Status.model_validate(self._request("GET", "/v1/status"))
+
+    # --- snapshots -----------------------------------------------------------------
+
+    def export_snapshot(
+        self, dest: Path, folders: list[str] | None = None, root: str | None = None
+    ) -> SnapshotManifest:
+        """Streams an archive of these folders' index (all when none) to `dest`; a transfer that
+        fails leaves no file there."""
+        params: dict[str, Any] = {"folder": folders or []} | ({"root": root} if root else {})
+        partial = dest.with_name(f"{dest.name}.partial")
+        try:
+            with self._http.stream("GET", "/v1/snapshot", params=params, timeout=SNAPSHOT_TIMEOUT) as response:
+                if response.is_error:
+                    response.read()
+                    self._check(response)
+                with partial.open("wb") as out:
+                    for block in response.iter_bytes(1024 * 1024):
+                        out.write(block)
+            os.replace(partial, dest)
+        except httpx.TransportError as exc:
+            raise self._unreachable(exc) from exc
+        finally:
+            partial.unlink(missing_ok=True)
+        return snapshot_manifest(dest)
+
+    def import_snapshot(
+        self, archive: Path, root: str | None = None, allow_outside_root: bool = False
+    ) -> SnapshotImported:
+        params: dict[str, Any] = {"allowOutsideRoot": allow_outside_root} | ({"root": root} if root else {})
+        headers = {"Content-Type": "application/octet-stream", "Content-Length": str(archive.stat().st_size)}
+        with archive.open("rb") as body:
+            answer = self._request(
+                "PUT", "/v1/snapshot", params=params, content=body, headers=headers, timeout=SNAPSHOT_TIMEOUT
+            )
+        return SnapshotImported.model_validate(answer)
+
+
+def snapshot_manifest(archive: Path) -> SnapshotManifest:
+    """What a snapshot archive says about itself (its first member), without unpacking it."""
+    try:
+        with tarfile.open(archive, "r:") as tar:
+            first = tar.next()
+            source = tar.extractfile(first) if first is not None and first.name == SNAPSHOT_MANIFEST else None
+            if source is None:
+                raise ApiError(0, f"{archive} is not a semsearch snapshot (no {SNAPSHOT_MANIFEST} at its start)")
+            return SnapshotManifest.model_validate_json(source.read())
+    except (OSError, tarfile.TarError, ValueError) as exc:
+        raise ApiError(0, f"{archive} cannot be read as a snapshot: {exc}") from exc

@@ -229,6 +229,11 @@ class Settings(BaseSettings):
     max_batch_body_bytes: int = Field(
         64 * 1024 * 1024, description="Largest indexer batch write (chunks with their vectors, base64)."
     )
+    max_snapshot_bytes: int = Field(
+        16 * 1024**3,
+        description="Largest snapshot archive an import accepts. It is streamed to the data dir, never held in "
+        "memory, and is about the size of the index it holds; the data dir needs twice that free.",
+    )
     embedder_timeout_s: float = Field(60.0, description="A batch of 64 long chunks takes a few s on 2 cores.")
     lease_ttl_s: float = Field(
         60.0, description="A writer renews its folder lease with every batch; this only frees crashed ones."

@@ -541,6 +541,68 @@ class GatherResponse(Wire):
     coverage: Coverage | None = None
 
 
+# --- snapshots ---------------------------------------------------------------
+
+SNAPSHOT_FORMAT = "semsearch-snapshot"
+SNAPSHOT_MANIFEST = "snapshot.json"  # the archive's first member; the data members follow it
+
+
+class SnapshotFolder(Wire):
+    name: str
+    path: str = Field(description="Relative to the snapshot's root (`.` when the folder is the root).")
+
+
+class SnapshotMember(Wire):
+    sha256: str
+    bytes: int
+
+
+class SnapshotManifest(Wire):
+    """What `snapshot.json` says about the archive: enough to verify it and to refuse it
+    before anything in the index changes."""
+
+    format: str = SNAPSHOT_FORMAT
+    format_version: int = 1
+    semsearch_version: str
+    created_at: datetime
+    schema_version: int
+    model_id: str
+    dimension: int
+    chunker: str | None = None
+    chunking: dict[str, int] = Field(default_factory=dict)
+    root: str = Field(description="The absolute path the folders were under where it was exported.")
+    folders: list[SnapshotFolder]
+    files: int
+    chunks: int
+    symbols: int
+    excluded: dict[str, int] = Field(
+        default_factory=dict,
+        description="Indexed files left out because the indexer's rules now exclude them (by rule).",
+    )
+    skipped: dict[str, dict[str, int]] = Field(default_factory=dict)
+    members: dict[str, SnapshotMember]
+    digest: str = Field(description="sha256 of this manifest without `digest`; it covers every member's sha256.")
+
+
+class SnapshotOrigin(Wire):
+    """Where an imported index came from (in /v1/status until the index is reset)."""
+
+    digest: str
+    created_at: datetime
+    imported_at: datetime
+    semsearch_version: str
+    folders: list[str]
+
+
+class SnapshotImported(Wire):
+    digest: str
+    folders: list[Folder] = Field(description="The snapshot's folders, at their paths on this machine.")
+    kept: list[str] = Field(description="Folders that were registered here and not in the snapshot: unchanged.")
+    files: int
+    chunks: int
+    next_step: str
+
+
 # --- status ------------------------------------------------------------------
 
 
@@ -568,3 +630,4 @@ class Status(Wire):
         "optimize step), else `flat` (exact scan)."
     )
     full_text_index: bool
+    snapshot: SnapshotOrigin | None = Field(None, description="Set when the index was imported from a snapshot.")

@@ -63,6 +63,32 @@ class FolderRegistry:
         raise FolderNotFound(f"no folder named {name!r}; `semsearch list` shows the registered ones")
 
     def add(self, path: str, name: str | None = None, allow_outside_root: bool = False) -> RegisteredFolder:
+        path, real = self._check_path(path, allow_outside_root)
+        name = name or default_name(path)
+        with self._lock:
+            self._check_overlap(path, real, name, self._folders)
+            added = RegisteredFolder(name=name, path=path)
+            self._save([*self._folders, added])
+            return added
+
+    def plan(self, incoming: list[RegisteredFolder], allow_outside_root: bool = False) -> list[RegisteredFolder]:
+        """The list after `incoming` replaces the folders of the same names (a snapshot import),
+        each checked as `add` checks a folder; nothing is saved (`install` does)."""
+        names = {f.name for f in incoming}
+        kept = [f for f in self._folders if f.name not in names]
+        checked: list[RegisteredFolder] = []
+        for folder in incoming:
+            path, real = self._check_path(folder.path, allow_outside_root)
+            self._check_overlap(path, real, folder.name, [*kept, *checked])
+            checked.append(RegisteredFolder(name=folder.name, path=path))
+        return [*kept, *checked]
+
+    def install(self, folders: list[RegisteredFolder]) -> None:
+        with self._lock:
+            self._save(folders)
+
+    def _check_path(self, path: str, allow_outside_root: bool) -> tuple[str, str]:
+        """The path, normalised, and its real path, if it may be a folder."""
         if "\x00" in path or not os.path.isabs(path):
             raise FolderError(f"{path!r} is not an absolute path; send the folder's absolute path")
         path = os.path.normpath(path)
@@ -73,30 +99,29 @@ class FolderRegistry:
             )
         real = os.path.realpath(path)
         self._check_place(path, real, allow_outside_root)
-        name = name or default_name(path)
-        with self._lock:
-            for folder in self._folders:
-                other = os.path.realpath(folder.path)
-                if other == real:
-                    raise FolderError(f"{path} is already registered as {folder.name!r} ({folder.path})")
-                if inside(real, other):
-                    sub = os.path.relpath(real, other).replace(os.sep, "/")
-                    raise FolderError(
-                        f"{path} is inside the registered folder {folder.name!r} ({folder.path}) and is indexed "
-                        f"with its rules; search it with `--folder {folder.name} --glob '{sub}/**'`"
-                    )
-                if inside(other, real):
-                    raise FolderError(
-                        f"{path} contains the registered folder {folder.name!r} ({folder.path}); remove that "
-                        f"one first (`semsearch remove {folder.name}`), then add {path}"
-                    )
-                if folder.name == name:
-                    raise FolderError(
-                        f"a folder named {name!r} is already registered ({folder.path}); choose another with --name"
-                    )
-            added = RegisteredFolder(name=name, path=path)
-            self._save([*self._folders, added])
-            return added
+        return path, real
+
+    @staticmethod
+    def _check_overlap(path: str, real: str, name: str, others: list[RegisteredFolder]) -> None:
+        for folder in others:
+            other = os.path.realpath(folder.path)
+            if other == real:
+                raise FolderError(f"{path} is already registered as {folder.name!r} ({folder.path})")
+            if inside(real, other):
+                sub = os.path.relpath(real, other).replace(os.sep, "/")
+                raise FolderError(
+                    f"{path} is inside the registered folder {folder.name!r} ({folder.path}) and is indexed "
+                    f"with its rules; search it with `--folder {folder.name} --glob '{sub}/**'`"
+                )
+            if inside(other, real):
+                raise FolderError(
+                    f"{path} contains the registered folder {folder.name!r} ({folder.path}); remove that "
+                    f"one first (`semsearch remove {folder.name}`), then add {path}"
+                )
+            if folder.name == name:
+                raise FolderError(
+                    f"a folder named {name!r} is already registered ({folder.path}); choose another with --name"
+                )
 
     def _check_place(self, path: str, real: str, allow_outside_root: bool) -> None:
         """Refuses the file system's root, system trees, semsearch's own state and, unless allowed,
