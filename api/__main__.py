@@ -17,10 +17,10 @@ from semsearch.security import is_loopback
 def main() -> None:
     settings = load_settings("semsearch api")
     limit_arenas(settings.malloc_arenas)  # before LanceDB and uvicorn start their threads
-    if not is_loopback(settings.host) and settings.token is None:
+    if not is_loopback(settings.host) and settings.token is None and not settings.tokens_path.exists():
         sys.exit(
             f"semsearch api: refusing to listen on {settings.host} without a token; "
-            "set SEMSEARCH_TOKEN (or bind to 127.0.0.1)"
+            "set SEMSEARCH_TOKEN or SEMSEARCH_TOKENS_FILE (or bind to 127.0.0.1)"
         )
     # The index holds the corpus's text: only this user may read it (files 0600, directories 0700).
     os.umask(0o077)

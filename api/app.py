@@ -12,6 +12,8 @@ from fastapi_offline import FastAPIOffline
 
 from semsearch import __version__
 from semsearch.api import errors, routes, snapshots, webui
+from semsearch.api.audit import Audit
+from semsearch.api.auth import TokenBook
 from semsearch.api.middleware import BodyLimit, HostGuard, PagePolicy
 from semsearch.api.retrieval import SearchEngine
 from semsearch.api.runs import Leases, Runs
@@ -36,6 +38,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.folders = FolderRegistry(
             settings.folders_file, settings.corpus_root, [settings.data_dir, settings.model_cache_dir]
         )
+        app.state.tokens = TokenBook(settings.tokens_path, settings.token)
         app.state.leases = Leases(settings.lease_ttl_s)
         app.state.runs = Runs()
         app.state.embedder = EmbedderClient(settings.embedder_target, timeout=settings.embedder_timeout_s)
@@ -63,6 +66,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         batch_limit=settings.max_batch_body_bytes,
         snapshot_limit=settings.max_snapshot_bytes,
     )
+    app.add_middleware(Audit, log=settings.audit_log, queries=settings.audit_queries)
     # Added last, so it runs first: a request for another host name is refused before anything else.
     app.add_middleware(
         HostGuard,

@@ -1,19 +1,251 @@
-"""The auth hook: one dependency on every /v1 route. A no-op until a token is configured."""
+"""Who is asking and what they may do: bearer tokens with a scope and, optionally, folders.
+
+Scopes are ordered — `read` (search, gather, files, grep, symbols, folders, status), `write`
+(read + request runs and write the index of its folders), `admin` (everything: folders, reset,
+snapshots, tokens). A token limited to folders sees only those, everywhere: the registry it is
+handed is a view of them (`FolderRegistry.only`), and a filter naming another folder is refused.
+
+Tokens live in one file (`SEMSEARCH_TOKENS_FILE`, JSON or TOML) as name, sha256 of the secret,
+scope and folders; secrets are random (`secrets.token_urlsafe(32)`), so a plain hash is enough
+to keep the file from being a list of passwords, and every stored hash is compared in constant
+time. `SEMSEARCH_TOKEN` stays what it was: one admin token. With neither (no token set, no
+tokens file), the API is open: it binds to loopback, and `api/__main__.py` refuses anything else.
+"""
 
 from __future__ import annotations
 
-from fastapi import HTTPException, Request, status
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import threading
+import tomllib
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
 
-from semsearch.security import bearer_matches
+from fastapi import Depends, HTTPException, Request, status
+from pydantic import SecretStr
+
+from semsearch.schemas import TokenView
+
+SCOPES = ("read", "write", "admin")  # each includes the ones before it
+ADMIN_NAME = "SEMSEARCH_TOKEN"
 
 
-def require_token(request: Request) -> None:
-    token = request.app.state.settings.token
-    if token is None:
-        return
-    if not bearer_matches(request.headers.get("authorization", ""), token.get_secret_value()):
+class TokenError(ValueError):
+    """A token cannot be created or revoked; the message says why."""
+
+
+@dataclass(frozen=True)
+class Principal:
+    name: str | None  # None: nobody authenticated, because no token is configured
+    scope: str
+    folders: frozenset[str] | None = None  # None: every folder
+
+    def may(self, scope: str) -> bool:
+        return SCOPES.index(self.scope) >= SCOPES.index(scope)
+
+    def sees(self, folder: str | None) -> bool:
+        """`folder` None is "every folder", which only an unlimited token sees."""
+        return self.folders is None or (folder is not None and folder in self.folders)
+
+    def limit(self, requested: list[str] | None) -> list[str] | None:
+        """The folders a request may cover: what it asked for, within the token's folders."""
+        if self.folders is None:
+            return requested
+        if not requested:
+            return sorted(self.folders)
+        denied = sorted(set(requested) - self.folders)
+        if denied:
+            raise HTTPException(
+                status.HTTP_403_FORBIDDEN,
+                f"token {self.name!r} is limited to folders {', '.join(sorted(self.folders))}; it may not read "
+                f"{', '.join(denied)} (ask an admin for a token that covers them)",
+            )
+        return requested
+
+
+OPEN = Principal(None, "admin")
+
+
+@dataclass(frozen=True)
+class _Entry:
+    name: str
+    hash: str  # "sha256:<hex>"
+    scope: str
+    folders: list[str] | None
+    created_at: str
+
+    def principal(self) -> Principal:
+        return Principal(self.name, self.scope, frozenset(self.folders) if self.folders is not None else None)
+
+    def view(self) -> TokenView:
+        return TokenView(name=self.name, scope=self.scope, folders=self.folders, created_at=self.created_at)
+
+
+def digest(secret: str) -> str:
+    return "sha256:" + hashlib.sha256(secret.encode()).hexdigest()
+
+
+class TokenBook:
+    """The tokens file, re-read when it changes (so a token added by hand works at once)."""
+
+    def __init__(self, path: Path, admin: SecretStr | None) -> None:
+        self.path = path
+        self._admin = admin.get_secret_value() if admin else None
+        self._lock = threading.Lock()
+        self._stamp: tuple[int, int] | None = None
+        self._entries: list[_Entry] = []
+
+    def _current(self) -> list[_Entry]:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return []
+        with self._lock:
+            if self._stamp != (st.st_mtime_ns, st.st_size):
+                self._entries = self._parse(self.path.read_bytes())
+                self._stamp = (st.st_mtime_ns, st.st_size)
+            return self._entries
+
+    def _parse(self, data: bytes) -> list[_Entry]:
+        try:
+            body = tomllib.loads(data.decode()) if self.path.suffix == ".toml" else json.loads(data)
+            entries = [
+                _Entry(
+                    name=str(item["name"]),
+                    hash=str(item["hash"]),
+                    scope=str(item["scope"]),
+                    folders=[str(f) for f in item["folders"]] if item.get("folders") is not None else None,
+                    created_at=str(item.get("created_at", "")),
+                )
+                for item in body.get("tokens", [])
+            ]
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+            # A broken file must not open the API: it refuses everyone until the file is fixed.
+            raise HTTPException(
+                status.HTTP_503_SERVICE_UNAVAILABLE,
+                f"the tokens file {self.path} cannot be read ({type(exc).__name__}: {exc}); fix it, or move it "
+                "aside and create tokens again",
+            ) from exc
+        bad = [e.name for e in entries if e.scope not in SCOPES or not e.hash.startswith("sha256:")]
+        if bad:
+            raise HTTPException(
+                status.HTTP_503_SERVICE_UNAVAILABLE,
+                f"the tokens file {self.path} has entries with an unknown scope or hash ({', '.join(bad)}); "
+                f"scopes are {', '.join(SCOPES)} and hashes sha256:<hex>",
+            )
+        return entries
+
+    def configured(self) -> bool:
+        """Tokens are required once any exists — and stay required while the file does, so
+        revoking tokens never opens the API by accident."""
+        return self._admin is not None or self.path.exists()
+
+    def verify(self, secret: str) -> Principal | None:
+        found: Principal | None = None
+        if self._admin is not None and hmac.compare_digest(secret.encode(), self._admin.encode()):
+            found = Principal(ADMIN_NAME, "admin")
+        given = digest(secret).encode()
+        for entry in self._current():  # every entry compared, so timing says nothing about which matched
+            if hmac.compare_digest(given, entry.hash.encode()) and found is None:
+                found = entry.principal()
+        return found
+
+    def views(self) -> list[TokenView]:
+        return [e.view() for e in self._current()]
+
+    def create(self, name: str, scope: str, folders: list[str] | None) -> tuple[TokenView, str]:
+        entries = self._writable()
+        if any(e.name == name for e in entries) or name == ADMIN_NAME:
+            raise TokenError(f"a token named {name!r} exists; revoke it first (`semsearch token revoke {name}`)")
+        if scope != "admin" and self._admin is None and not any(e.scope == "admin" for e in entries):
+            raise TokenError(
+                "create an admin token first (or set SEMSEARCH_TOKEN): once a token exists every request needs "
+                "one, and only an admin can hand out the others"
+            )
+        secret = "sst_" + secrets.token_urlsafe(32)
+        entry = _Entry(name, digest(secret), scope, folders, datetime.now(UTC).isoformat(timespec="seconds"))
+        self._save([*entries, entry])
+        return entry.view(), secret
+
+    def revoke(self, name: str) -> TokenView:
+        entries = self._writable()
+        gone = [e for e in entries if e.name == name]
+        if not gone:
+            raise TokenError(f"no token named {name!r}; `semsearch token list` shows them")
+        admins = [e for e in entries if e.scope == "admin"]
+        if self._admin is None and admins == gone:
+            raise TokenError(f"{name!r} is the last admin token; create another admin token before revoking it")
+        self._save([e for e in entries if e.name != name])
+        return gone[0].view()
+
+    def _writable(self) -> list[_Entry]:
+        if self.path.suffix == ".toml":
+            raise TokenError(f"tokens in {self.path} (TOML) are managed by editing that file; use a .json file here")
+        return list(self._current())
+
+    def _save(self, entries: list[_Entry]) -> None:
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(".tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as out:
+                json.dump({"tokens": [asdict(e) for e in entries]}, out, indent=2)
+            os.replace(tmp, self.path)
+            self._stamp = None
+
+
+def _bearer(header: str) -> str | None:
+    scheme, _, given = header.strip().partition(" ")
+    return given.strip() or None if scheme.lower() == "bearer" else None
+
+
+def authenticate(request: Request) -> Principal:
+    """Every /v1 request: the principal behind its bearer token (kept for the audit log)."""
+    book: TokenBook = request.app.state.tokens
+    principal: Principal | None = OPEN
+    if book.configured():
+        given = _bearer(request.headers.get("authorization", ""))
+        principal = book.verify(given) if given else None
+    if principal is None:
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED,
-            "missing or wrong bearer token; send `Authorization: Bearer $SEMSEARCH_TOKEN`",
+            "missing or wrong bearer token; send `Authorization: Bearer <token>` (SEMSEARCH_TOKEN, or one from "
+            "`semsearch token create`)",
             headers={"WWW-Authenticate": "Bearer"},
         )
+    request.state.principal = principal
+    return principal
+
+
+def needs(scope: str, every_folder: bool = False) -> Callable[..., Principal]:
+    """A route's requirement: at least `scope`; with `every_folder`, a token not limited to folders
+    (an indexer worker takes runs for any folder)."""
+
+    def check(request: Request, principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
+        request.state.needs = scope
+        if not principal.may(scope):
+            raise HTTPException(
+                status.HTTP_403_FORBIDDEN,
+                f"token {principal.name!r} has the {principal.scope} scope and this needs {scope}; use a token "
+                f"with it (an admin creates one: `semsearch token create NAME --scope {scope}`)",
+            )
+        if every_folder and principal.folders is not None:
+            raise HTTPException(
+                status.HTTP_403_FORBIDDEN,
+                f"token {principal.name!r} is limited to folders; this needs a token that covers every folder",
+            )
+        return principal
+
+    return check
+
+
+Read = Annotated[Principal, Depends(needs("read"))]
+Write = Annotated[Principal, Depends(needs("write"))]
+Worker = Annotated[Principal, Depends(needs("write", every_folder=True))]
+Admin = Annotated[Principal, Depends(needs("admin"))]

@@ -8,6 +8,7 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from semsearch.api.auth import TokenError
 from semsearch.api.filters import BadGlob
 from semsearch.api.grep import BadPattern
 from semsearch.api.runs import LeaseConflict, QueueFull, RunCancelled, RunNotFound
@@ -34,6 +35,7 @@ def problem(status: int, title: str, detail: str, headers: dict[str, str] | None
 DOMAIN_ERRORS: dict[type[Exception], tuple[int, str]] = {
     ModelMismatch: (409, "Model mismatch"),
     SnapshotRefused: (400, "Snapshot refused"),
+    TokenError: (400, "Token refused"),
     LeaseConflict: (409, "Folder busy"),
     RunNotFound: (404, "Not found"),
     RunCancelled: (409, "Run cancelled"),
@@ -96,6 +98,14 @@ def is_disk_full(exc: BaseException) -> bool:
 
 
 def _title(status: int) -> str:
-    return {400: "Bad request", 401: "Unauthorized", 404: "Not found", 409: "Conflict", 413: "Request too large"}.get(
+    return {
+        400: "Bad request",
+        401: "Unauthorized",
+        403: "Forbidden",
+        404: "Not found",
+        409: "Conflict",
+        413: "Request too large",
+        503: "Unavailable",
+    }.get(  # fmt: skip
         status, "Error"
     )

@@ -22,9 +22,9 @@ from starlette.background import BackgroundTask
 
 from semsearch import __version__
 from semsearch.api import explain, gather, grep, snapshots, symbols
-from semsearch.api.auth import require_token
+from semsearch.api.auth import Principal, Read, TokenBook, Worker, Write, authenticate, needs
 from semsearch.api.retrieval import SearchEngine
-from semsearch.api.runs import Leases, Runs
+from semsearch.api.runs import Leases, RunNotFound, Runs
 from semsearch.api.store import ANN_KIND, Store
 from semsearch.config import Settings
 from semsearch.corpus import files
@@ -62,6 +62,9 @@ from semsearch.schemas import (
     SnapshotImported,
     Status,
     Symbols,
+    TokenCreated,
+    TokenIn,
+    TokenView,
 )
 
 
@@ -69,8 +72,14 @@ def get_store(request: Request) -> Store:
     return request.app.state.store  # type: ignore[no-any-return]
 
 
-def get_folders(request: Request) -> FolderRegistry:
-    return request.app.state.folders  # type: ignore[no-any-return]
+def get_folders(request: Request, principal: Annotated[Principal, Depends(authenticate)]) -> FolderRegistry:
+    """The registry as the caller's token sees it: a token limited to folders gets only those."""
+    registry: FolderRegistry = request.app.state.folders
+    return registry if principal.folders is None else registry.only(principal.folders)
+
+
+def get_tokens(request: Request) -> TokenBook:
+    return request.app.state.tokens  # type: ignore[no-any-return]
 
 
 def get_embedder(request: Request) -> EmbedderClient:
@@ -100,10 +109,15 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 LeasesDep = Annotated[Leases, Depends(get_leases)]
 RunsDep = Annotated[Runs, Depends(get_runs)]
 EngineDep = Annotated[SearchEngine, Depends(get_engine)]
+TokensDep = Annotated[TokenBook, Depends(get_tokens)]
+
+# Each route states the scope it needs (auth.py); a route without one would be admin-only by
+# the OpenAPI-driven scope test, which fails on any endpoint it does not expect.
+READ, WRITE, ADMIN = Depends(needs("read")), Depends(needs("write")), Depends(needs("admin"))
 
 
 health = APIRouter(tags=["health"])
-v1 = APIRouter(prefix="/v1", dependencies=[Depends(require_token)])
+v1 = APIRouter(prefix="/v1", dependencies=[Depends(authenticate)])
 
 
 @health.get("/healthz")
@@ -112,7 +126,7 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@health.get("/readyz", dependencies=[Depends(require_token)])
+@health.get("/readyz", dependencies=[Depends(authenticate)])
 def readyz(store: StoreDep, embedder: EmbedderDep) -> JSONResponse:
     """Ready: the index is open and the embedder answers."""
     try:
@@ -139,20 +153,20 @@ def _folder_views(folders: FolderRegistry, store: Store) -> list[Folder]:
     return out
 
 
-@v1.get("/folders")
+@v1.get("/folders", dependencies=[READ])
 def list_folders(folders: FoldersDep, store: StoreDep) -> list[Folder]:
     """The registered folders with their file and chunk counts."""
     return _folder_views(folders, store)
 
 
-@v1.post("/folders", status_code=status.HTTP_201_CREATED)
+@v1.post("/folders", status_code=status.HTTP_201_CREATED, dependencies=[ADMIN])
 def add_folder(body: FolderIn, folders: FoldersDep) -> Folder:
     """Register a directory (absolute path as the API sees it). Run an index afterwards."""
     added = folders.add(body.path, body.name, body.allow_outside_root)
     return Folder(name=added.name, path=added.path)
 
 
-@v1.delete("/folders/{name}")
+@v1.delete("/folders/{name}", dependencies=[ADMIN])
 def remove_folder(
     name: str,
     folders: FoldersDep,
@@ -166,25 +180,25 @@ def remove_folder(
     return Folder(name=removed.name, path=removed.path)
 
 
-@v1.get("/folders/{name}/manifest")
+@v1.get("/folders/{name}/manifest", dependencies=[WRITE])
 def manifest(name: str, folders: FoldersDep, store: StoreDep) -> Manifest:
     """What is indexed under a folder, with mtime and sha256, so the indexer can skip unchanged files."""
     folder = folders.get(name)
     return Manifest(folder=folder.name, files=store.manifest(folder.name))
 
 
-@v1.post("/folders/{name}/lease", status_code=status.HTTP_201_CREATED)
+@v1.post("/folders/{name}/lease", status_code=status.HTTP_201_CREATED, dependencies=[WRITE])
 def take_lease(name: str, body: LeaseIn, folders: FoldersDep, leases: LeasesDep) -> Lease:
     """Become the folder's only writer until released (or `lease_ttl_s` without a write)."""
     return leases.acquire(folders.get(name).name, body.holder)
 
 
-@v1.delete("/folders/{name}/lease/{lease_id}", status_code=status.HTTP_204_NO_CONTENT)
-def release_lease(name: str, lease_id: str, leases: LeasesDep) -> None:
-    leases.release(name, lease_id)
+@v1.delete("/folders/{name}/lease/{lease_id}", status_code=status.HTTP_204_NO_CONTENT, dependencies=[WRITE])
+def release_lease(name: str, lease_id: str, folders: FoldersDep, leases: LeasesDep) -> None:
+    leases.release(folders.get(name).name, lease_id)
 
 
-@v1.post("/folders/{name}/batches")
+@v1.post("/folders/{name}/batches", dependencies=[WRITE])
 def apply_batch(
     name: str, batch: IndexBatch, folders: FoldersDep, store: StoreDep, leases: LeasesDep
 ) -> IndexBatchResult:
@@ -197,7 +211,7 @@ def apply_batch(
     )
 
 
-@v1.put("/folders/{name}/skipped", status_code=status.HTTP_204_NO_CONTENT)
+@v1.put("/folders/{name}/skipped", status_code=status.HTTP_204_NO_CONTENT, dependencies=[WRITE])
 def record_skipped(name: str, body: SkippedIn, folders: FoldersDep, store: StoreDep, leases: LeasesDep) -> None:
     """What a full pass over the folder left out, by rule: the indexer reports it, coverage notes show it."""
     folder = folders.get(name)
@@ -206,17 +220,26 @@ def record_skipped(name: str, body: SkippedIn, folders: FoldersDep, store: Store
 
 
 @v1.post("/runs", status_code=status.HTTP_202_ACCEPTED)
-def request_run(body: RunRequest, folders: FoldersDep, runs: RunsDep) -> Run:
+def request_run(body: RunRequest, request: Request, folders: FoldersDep, runs: RunsDep, principal: Write) -> Run:
     """Ask for an index run; an indexer worker (`semsearch serve`, compose) picks it up."""
+    request.state.folder = body.folder
     if body.folder is not None:
         folders.get(body.folder)
+    elif principal.folders is not None:
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "this token is limited to folders: name the folder to index")
     return runs.request(body)
 
 
 @v1.get("/runs")
-def list_runs(runs: RunsDep) -> list[Run]:
-    """Recent runs, newest first."""
-    return runs.recent()
+def list_runs(runs: RunsDep, principal: Read) -> list[Run]:
+    """Recent runs, newest first (a token limited to folders sees the runs of its folders)."""
+    return [run for run in runs.recent() if principal.sees(run.request.folder)]
+
+
+def _visible(run: Run, principal: Principal) -> Run:
+    if not principal.sees(run.request.folder):
+        raise RunNotFound(f"no run {run.id!r}; `semsearch index-status` lists the recent ones")
+    return run
 
 
 @v1.get("/runs/{run_id}")
@@ -224,6 +247,7 @@ async def get_run(
     run_id: str,
     request: Request,
     runs: RunsDep,
+    principal: Read,
     wait: Annotated[float, Query(ge=0, le=60, description="Seconds to wait for the end.")] = 0,
 ) -> Run:
     """A run's state, progress and summary; `?wait=N` waits up to N seconds for it to finish.
@@ -232,20 +256,21 @@ async def get_run(
     endpoints that need one."""
     deadline = time.monotonic() + wait
     while True:
-        run = runs.get(run_id)
+        run = _visible(runs.get(run_id), principal)
         if run.state in FINISHED or time.monotonic() >= deadline or await request.is_disconnected():
             return run
         await asyncio.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
 
 
 @v1.delete("/runs/{run_id}")
-def cancel_run(run_id: str, runs: RunsDep) -> Run:
+def cancel_run(run_id: str, runs: RunsDep, principal: Write) -> Run:
     """Cancel a run: a queued one at once, a running one when its worker next reports progress."""
+    _visible(runs.get(run_id), principal)
     return runs.cancel(run_id)
 
 
 @v1.post("/runs/claim", response_model=Run, responses={204: {"description": "Nothing queued."}})
-async def claim_run(body: ClaimIn, request: Request, runs: RunsDep) -> Run | Response:
+async def claim_run(body: ClaimIn, request: Request, runs: RunsDep, _: Worker) -> Run | Response:
     """For indexer workers: take the oldest queued run (long-polls `waitS` seconds).
 
     Async so it can notice a worker that went away while waiting: a run must never be
@@ -264,28 +289,30 @@ async def claim_run(body: ClaimIn, request: Request, runs: RunsDep) -> Run | Res
 
 
 @v1.post("/runs/{run_id}/progress")
-def run_progress(run_id: str, body: RunProgress, runs: RunsDep) -> Run:
+def run_progress(run_id: str, body: RunProgress, runs: RunsDep, _: Worker) -> Run:
     return runs.progress(run_id, body)
 
 
 @v1.post("/runs/{run_id}/finish")
-def finish_run(run_id: str, body: RunFinish, runs: RunsDep) -> Run:
+def finish_run(run_id: str, body: RunFinish, runs: RunsDep, _: Worker) -> Run:
     return runs.finish(run_id, body)
 
 
 @v1.post("/search")
-def search(body: SearchRequest, engine: EngineDep) -> SearchResponse:
+def search(body: SearchRequest, request: Request, engine: EngineDep, principal: Read) -> SearchResponse:
     """Rank chunks for a query (hybrid vector + BM25, filters inside the query). Every interface calls this."""
-    return engine.search(body)
+    request.state.query = body.query  # for the audit log, if SEMSEARCH_AUDIT_QUERIES asks for it
+    return engine.search(body.model_copy(update={"folder": principal.limit(body.folder)}))
 
 
 @v1.post("/gather")
-def gather_(body: GatherRequest, engine: EngineDep) -> GatherResponse:
+def gather_(body: GatherRequest, request: Request, engine: EngineDep, principal: Read) -> GatherResponse:
     """Search, then pack the hits (with context lines) into one Markdown block for a context window."""
-    return gather.gather(body, engine)
+    request.state.query = body.query
+    return gather.gather(body.model_copy(update={"folder": principal.limit(body.folder)}), engine)
 
 
-@v1.get("/files")
+@v1.get("/files", dependencies=[READ])
 def read_file(
     folders: FoldersDep,
     settings: SettingsDep,
@@ -314,16 +341,17 @@ def read_file(
 def find_symbols(
     store: StoreDep,
     folders: FoldersDep,
+    principal: Read,
     name: Annotated[str, Query(min_length=1, max_length=256, description="A name, or `Class.method`.")],
     kind: Annotated[list[str] | None, Query(max_length=32, description="function, method, class, …")] = None,
     folder: Annotated[list[str] | None, Query(max_length=32, description="Only these folders.")] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_SYMBOL_RESULTS)] = 50,
 ) -> Symbols:
     """Where a function, class or method is defined: exact names first, then prefixes, substrings, near misses."""
-    return symbols.find(store, folders, name, kind, folder, limit)
+    return symbols.find(store, folders, name, kind, principal.limit(folder), limit)
 
 
-@v1.get("/outline")
+@v1.get("/outline", dependencies=[READ])
 def file_outline(
     store: StoreDep,
     folders: FoldersDep,
@@ -334,7 +362,7 @@ def file_outline(
     return symbols.outline(store, folders, settings, path)
 
 
-@v1.get("/explain")
+@v1.get("/explain", dependencies=[READ])
 def explain_path(
     folders: FoldersDep,
     store: StoreDep,
@@ -348,18 +376,18 @@ def explain_path(
 
 
 @v1.post("/grep")
-def grep_(body: GrepRequest, folders: FoldersDep, settings: SettingsDep) -> GrepResponse:
+def grep_(body: GrepRequest, folders: FoldersDep, settings: SettingsDep, principal: Read) -> GrepResponse:
     """Find a literal (or RE2 regex) in the indexed files — never in ignored ones."""
-    return grep.grep(body, folders, settings)
+    return grep.grep(body.model_copy(update={"folder": principal.limit(body.folder)}), folders, settings)
 
 
-@v1.post("/index/optimize")
+@v1.post("/index/optimize", dependencies=[WRITE])
 def optimize(store: StoreDep, settings: SettingsDep) -> Optimized:
     """Bring the full-text (and ANN) index up to date, compact, drop old versions. Indexers call it after a run."""
     return Optimized.model_validate(store.optimize(settings.ann_min_rows))
 
 
-@v1.post("/index/reset")
+@v1.post("/index/reset", dependencies=[ADMIN])
 def reset(body: ResetIn, store: StoreDep) -> dict[str, str]:
     """Drop every chunk and the recorded model (for `semsearch index --rebuild`)."""
     if not body.confirm:
@@ -377,7 +405,12 @@ SNAPSHOT_BODY = {
 }
 
 
-@v1.get("/snapshot", response_class=FileResponse, responses={200: {"content": {"application/x-tar": {}}}})
+@v1.get(
+    "/snapshot",
+    response_class=FileResponse,
+    responses={200: {"content": {"application/x-tar": {}}}},
+    dependencies=[ADMIN],
+)
 def export_snapshot(
     store: StoreDep,
     folders: FoldersDep,
@@ -397,7 +430,7 @@ def export_snapshot(
     )
 
 
-@v1.put("/snapshot", openapi_extra=SNAPSHOT_BODY)
+@v1.put("/snapshot", openapi_extra=SNAPSHOT_BODY, dependencies=[ADMIN])
 async def import_snapshot(
     request: Request,
     store: StoreDep,
@@ -423,7 +456,28 @@ async def import_snapshot(
         upload.unlink(missing_ok=True)
 
 
-@v1.get("/calibration")
+@v1.get("/tokens", dependencies=[ADMIN])
+def list_tokens(tokens: TokensDep) -> list[TokenView]:
+    """The scoped tokens: names, scopes, folders (never a secret or its hash)."""
+    return tokens.views()
+
+
+@v1.post("/tokens", status_code=status.HTTP_201_CREATED, dependencies=[ADMIN])
+def create_token(body: TokenIn, tokens: TokensDep, folders: FoldersDep) -> TokenCreated:
+    """A new token; its secret is in this answer only (the file keeps its sha256)."""
+    for name in body.folders or []:
+        folders.get(name)
+    view, secret = tokens.create(body.name, body.scope, body.folders)
+    return TokenCreated(**view.model_dump(), secret=secret)
+
+
+@v1.delete("/tokens/{name}", dependencies=[ADMIN])
+def revoke_token(name: str, tokens: TokensDep) -> TokenView:
+    """Revoke a token at once: the next request with it is refused."""
+    return tokens.revoke(name)
+
+
+@v1.get("/calibration", dependencies=[READ])
 def calibration(
     store: StoreDep, settings: SettingsDep, pairs: Annotated[int, Query(ge=10, le=5000)] = 500
 ) -> Calibration:
@@ -439,7 +493,7 @@ def calibration(
     )
 
 
-@v1.get("/status")
+@v1.get("/status", dependencies=[READ])
 def get_status(store: StoreDep, embedder: EmbedderDep, folders: FoldersDep, settings: SettingsDep) -> Status:
     """Model, embedder, folders, totals and index size."""
     try:

@@ -506,6 +506,52 @@ def _csv(value: str | None) -> list[str] | None:
 
 
 @main.group()
+def token() -> None:
+    """Scoped tokens: read, write or admin, for every folder or only some."""
+
+
+@token.command("create")
+@click.argument("name")
+@click.option("--scope", type=click.Choice(["read", "write", "admin"]), required=True)
+@click.option("--folder", "folders", multiple=True, help="Limit it to this folder (repeatable; default: every folder).")
+@api_errors
+def token_create(name: str, scope: str, folders: tuple[str, ...]) -> None:
+    """Create a token; its secret is printed once (only its sha256 is kept)."""
+    with ApiClient(Settings()) as api:
+        created = api.create_token(name, scope, list(folders) or None)
+    where = ", ".join(created.folders) if created.folders else "every folder"
+    click.echo(f"created {created.name}: {created.scope} on {where}")
+    click.echo(created.secret)
+    click.echo("Keep it now: it is not shown again. Use it as SEMSEARCH_TOKEN or `Authorization: Bearer …`.", err=True)
+
+
+@token.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@api_errors
+def token_list(as_json: bool) -> None:
+    """The scoped tokens (never their secrets)."""
+    with ApiClient(Settings()) as api:
+        tokens = api.tokens()
+    if as_json:
+        click.echo(json.dumps([t.dump() for t in tokens], indent=2))
+        return
+    for t in tokens:
+        click.echo(
+            f"{t.name:<24} {t.scope:<6} {', '.join(t.folders) if t.folders else 'every folder':<30} {t.created_at}"
+        )
+
+
+@token.command("revoke")
+@click.argument("name")
+@api_errors
+def token_revoke(name: str) -> None:
+    """Revoke a token: the next request with it is refused."""
+    with ApiClient(Settings()) as api:
+        gone = api.revoke_token(name)
+    click.echo(f"revoked {gone.name}")
+
+
+@main.group()
 def snapshot() -> None:
     """Move an index between machines: export it once (in CI, on a bigger box), import it elsewhere."""
 

@@ -42,6 +42,9 @@ from semsearch.schemas import (
     SnapshotManifest,
     Status,
     Symbols,
+    TokenCreated,
+    TokenIn,
+    TokenView,
 )
 
 # A snapshot moves a whole index in one request, and an import answers once it is swapped in.
@@ -219,6 +222,18 @@ class ApiClient:
 
     def status(self) -> Status:
         return Status.model_validate(self._request("GET", "/v1/status"))
+
+    # --- tokens --------------------------------------------------------------------
+
+    def tokens(self) -> list[TokenView]:
+        return [TokenView.model_validate(t) for t in self._request("GET", "/v1/tokens")]
+
+    def create_token(self, name: str, scope: str, folders: list[str] | None = None) -> TokenCreated:
+        body = TokenIn(name=name, scope=scope, folders=folders)  # type: ignore[arg-type]
+        return TokenCreated.model_validate(self._request("POST", "/v1/tokens", json=body.dump()))
+
+    def revoke_token(self, name: str) -> TokenView:
+        return TokenView.model_validate(self._request("DELETE", f"/v1/tokens/{segment(name)}"))
 
     # --- snapshots -----------------------------------------------------------------
 

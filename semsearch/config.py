@@ -79,6 +79,18 @@ class Settings(BaseSettings):
     # --- MCP bridge ---------------------------------------------------------
     mcp_host: str = Field("127.0.0.1", description="MCP streamable-HTTP bind; loopback by default.")
     mcp_port: int = Field(8767, description="MCP streamable-HTTP port.")
+    tokens_file: Path | None = Field(
+        None,
+        description="Scoped tokens (JSON or TOML: name, sha256 of the secret, scope, folders); default "
+        "$SEMSEARCH_DATA_DIR/tokens.json, written by `semsearch token create`.",
+    )
+    audit_log: Path | None = Field(
+        None, description="Where the audit log's JSON lines go (appended, mode 0600); default: stderr."
+    )
+    audit_queries: Literal["off", "hash", "text"] = Field(
+        "off",
+        description="Searches in the audit log: off (private by default), hash (sha256 and length), or the text.",
+    )
     mcp_token: SecretStr | None = Field(None, description="Bearer token for MCP over HTTP (default: SEMSEARCH_TOKEN).")
     mcp_server_name: str | None = Field(None, description="The MCP server's name (or `serverName` in .semsearch.json).")
     mcp_tool_description: str | None = Field(
@@ -294,6 +306,10 @@ class Settings(BaseSettings):
     @property
     def folders_file(self) -> Path:
         return self.data_dir / "folders.json"
+
+    @property
+    def tokens_path(self) -> Path:
+        return self.tokens_file or self.data_dir / "tokens.json"
 
 
 def setting_problems(exc: ValidationError) -> str:

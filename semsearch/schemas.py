@@ -541,6 +541,28 @@ class GatherResponse(Wire):
     coverage: Coverage | None = None
 
 
+# --- tokens ------------------------------------------------------------------
+
+
+class TokenIn(Request):
+    name: str = Field(pattern=r"^[A-Za-z0-9._-]{1,64}$", description="Who it is for (shown in the audit log).")
+    scope: Literal["read", "write", "admin"]
+    folders: list[Annotated[str, StringConstraints(max_length=MAX_FILTER_CHARS)]] | None = Field(
+        None, max_length=MAX_FILTER_ITEMS, description="Only these folders (default: every folder)."
+    )
+
+
+class TokenView(Wire):
+    name: str
+    scope: str
+    folders: list[str] | None = None
+    created_at: str = ""
+
+
+class TokenCreated(TokenView):
+    secret: str = Field(description="Shown once: only its sha256 is stored.")
+
+
 # --- snapshots ---------------------------------------------------------------
 
 SNAPSHOT_FORMAT = "semsearch-snapshot"

@@ -56,6 +56,10 @@ class FolderRegistry:
     def all(self) -> list[RegisteredFolder]:
         return list(self._folders)
 
+    def only(self, names: frozenset[str]) -> FolderRegistry:
+        """The same registry as a token limited to `names` sees it: the others do not exist."""
+        return _Limited(self, names)
+
     def get(self, name: str) -> RegisteredFolder:
         for folder in self._folders:
             if folder.name == name:
@@ -156,3 +160,28 @@ class FolderRegistry:
         tmp.write_text(json.dumps([asdict(f) for f in folders], indent=2))
         os.replace(tmp, self._file)  # atomic: a crash leaves the old or the new list
         self._folders = folders
+
+
+class _Limited(FolderRegistry):
+    """A read-only view: changing folders is an admin's, and admins are never limited."""
+
+    def __init__(self, base: FolderRegistry, names: frozenset[str]) -> None:  # noqa: D107 - no super(): a view
+        self._base = base
+        self._names = names
+
+    def all(self) -> list[RegisteredFolder]:
+        return [f for f in self._base.all() if f.name in self._names]
+
+    def get(self, name: str) -> RegisteredFolder:
+        if name not in self._names:
+            raise FolderNotFound(f"no folder named {name!r} among this token's folders; `semsearch list` shows them")
+        return self._base.get(name)
+
+    def add(self, path: str, name: str | None = None, allow_outside_root: bool = False) -> RegisteredFolder:
+        raise FolderError("a token limited to folders cannot register folders")
+
+    def remove(self, name: str) -> RegisteredFolder:
+        raise FolderError("a token limited to folders cannot remove folders")
+
+    def install(self, folders: list[RegisteredFolder]) -> None:
+        raise FolderError("a token limited to folders cannot replace folders")
