@@ -13,7 +13,7 @@ from fastapi_offline import FastAPIOffline
 from semsearch import __version__
 from semsearch.api import errors, routes, snapshots, webui
 from semsearch.api.audit import Audit
-from semsearch.api.auth import TokenBook
+from semsearch.api.auth import Limits, TokenBook
 from semsearch.api.middleware import BodyLimit, HostGuard, PagePolicy
 from semsearch.api.retrieval import SearchEngine
 from semsearch.api.runs import Leases, Runs
@@ -38,7 +38,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.folders = FolderRegistry(
             settings.folders_file, settings.corpus_root, [settings.data_dir, settings.model_cache_dir]
         )
-        app.state.tokens = TokenBook(settings.tokens_path, settings.token)
+        app.state.tokens = TokenBook(
+            settings.tokens_path, settings.token, settings.token_rate_per_s, settings.token_long_polls
+        )
+        app.state.limits = Limits()
         app.state.leases = Leases(settings.lease_ttl_s)
         app.state.runs = Runs()
         app.state.embedder = EmbedderClient(settings.embedder_target, timeout=settings.embedder_timeout_s)

@@ -17,11 +17,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
 import os
 import secrets
 import threading
+import time
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,6 +48,8 @@ class Principal:
     name: str | None  # None: nobody authenticated, because no token is configured
     scope: str
     folders: frozenset[str] | None = None  # None: every folder
+    rate_per_s: float | None = None  # None: not limited (the operator's SEMSEARCH_TOKEN, an open API)
+    long_polls: int | None = None
 
     def may(self, scope: str) -> bool:
         return SCOPES.index(self.scope) >= SCOPES.index(scope)
@@ -79,12 +84,27 @@ class _Entry:
     scope: str
     folders: list[str] | None
     created_at: str
+    rate_per_s: float | None = None  # None: the settings' default
+    long_polls: int | None = None
 
-    def principal(self) -> Principal:
-        return Principal(self.name, self.scope, frozenset(self.folders) if self.folders is not None else None)
+    def principal(self, rate_per_s: float, long_polls: int) -> Principal:
+        return Principal(
+            self.name,
+            self.scope,
+            frozenset(self.folders) if self.folders is not None else None,
+            self.rate_per_s if self.rate_per_s is not None else rate_per_s,
+            self.long_polls if self.long_polls is not None else long_polls,
+        )
 
     def view(self) -> TokenView:
-        return TokenView(name=self.name, scope=self.scope, folders=self.folders, created_at=self.created_at)
+        return TokenView(
+            name=self.name,
+            scope=self.scope,
+            folders=self.folders,
+            created_at=self.created_at,
+            rate_per_s=self.rate_per_s,
+            long_polls=self.long_polls,
+        )
 
 
 def digest(secret: str) -> str:
@@ -94,8 +114,10 @@ def digest(secret: str) -> str:
 class TokenBook:
     """The tokens file, re-read when it changes (so a token added by hand works at once)."""
 
-    def __init__(self, path: Path, admin: SecretStr | None) -> None:
+    def __init__(self, path: Path, admin: SecretStr | None, rate_per_s: float = 0, long_polls: int = 0) -> None:
+        """`rate_per_s`, `long_polls`: what a token from the file may do unless its entry says."""
         self.path = path
+        self.rate_per_s, self.long_polls = rate_per_s, long_polls
         self._admin = admin.get_secret_value() if admin else None
         self._lock = threading.Lock()
         self._stamp: tuple[int, int] | None = None
@@ -122,6 +144,8 @@ class TokenBook:
                     scope=str(item["scope"]),
                     folders=[str(f) for f in item["folders"]] if item.get("folders") is not None else None,
                     created_at=str(item.get("created_at", "")),
+                    rate_per_s=float(item["rate_per_s"]) if item.get("rate_per_s") is not None else None,
+                    long_polls=int(item["long_polls"]) if item.get("long_polls") is not None else None,
                 )
                 for item in body.get("tokens", [])
             ]
@@ -153,13 +177,20 @@ class TokenBook:
         given = digest(secret).encode()
         for entry in self._current():  # every entry compared, so timing says nothing about which matched
             if hmac.compare_digest(given, entry.hash.encode()) and found is None:
-                found = entry.principal()
+                found = entry.principal(self.rate_per_s, self.long_polls)
         return found
 
     def views(self) -> list[TokenView]:
         return [e.view() for e in self._current()]
 
-    def create(self, name: str, scope: str, folders: list[str] | None) -> tuple[TokenView, str]:
+    def create(
+        self,
+        name: str,
+        scope: str,
+        folders: list[str] | None,
+        rate_per_s: float | None = None,
+        long_polls: int | None = None,
+    ) -> tuple[TokenView, str]:
         entries = self._writable()
         if any(e.name == name for e in entries) or name == ADMIN_NAME:
             raise TokenError(f"a token named {name!r} exists; revoke it first (`semsearch token revoke {name}`)")
@@ -169,7 +200,8 @@ class TokenBook:
                 "one, and only an admin can hand out the others"
             )
         secret = "sst_" + secrets.token_urlsafe(32)
-        entry = _Entry(name, digest(secret), scope, folders, datetime.now(UTC).isoformat(timespec="seconds"))
+        made = datetime.now(UTC).isoformat(timespec="seconds")
+        entry = _Entry(name, digest(secret), scope, folders, made, rate_per_s, long_polls)
         self._save([*entries, entry])
         return entry.view(), secret
 
@@ -200,6 +232,61 @@ class TokenBook:
             self._stamp = None
 
 
+class Limits:
+    """Per token: a bucket of requests refilled at its rate (a burst of one second's worth, at
+    least BURST_MIN), and a count of its long polls in flight. A token over either gets a 429
+    that says when to retry; one token cannot starve the API for the others."""
+
+    BURST_MIN = 20
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._buckets: dict[str, tuple[float, float]] = {}  # name -> (tokens left, when)
+        self._polls: dict[str, int] = {}
+
+    def admit(self, principal: Principal) -> None:
+        rate = principal.rate_per_s
+        if not rate or principal.name is None:
+            return
+        burst = max(rate, self.BURST_MIN)
+        with self._lock:
+            now = self._clock()
+            left, then = self._buckets.get(principal.name, (burst, now))
+            left = min(burst, left + (now - then) * rate)
+            if left < 1:
+                wait = (1 - left) / rate
+                self._buckets[principal.name] = (left, now)
+                raise HTTPException(
+                    status.HTTP_429_TOO_MANY_REQUESTS,
+                    f"token {principal.name!r} is limited to {rate:g} requests/s (bursts of {burst:g}); retry in "
+                    f"{wait:.1f} s",
+                    headers={"Retry-After": str(max(1, math.ceil(wait)))},
+                )
+            self._buckets[principal.name] = (left - 1, now)
+
+    @contextmanager
+    def long_poll(self, principal: Principal) -> Iterator[None]:
+        limit, name = principal.long_polls, principal.name
+        if not limit or name is None:
+            yield
+            return
+        with self._lock:
+            if self._polls.get(name, 0) >= limit:
+                raise HTTPException(
+                    status.HTTP_429_TOO_MANY_REQUESTS,
+                    f"token {name!r} already has {limit} long poll(s) waiting; retry when one has returned, or poll "
+                    "without `wait`",
+                    headers={"Retry-After": "1"},
+                )
+            self._polls[name] = self._polls.get(name, 0) + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._polls[name] -= 1
+
+
 def _bearer(header: str) -> str | None:
     scheme, _, given = header.strip().partition(" ")
     return given.strip() or None if scheme.lower() == "bearer" else None
@@ -220,6 +307,7 @@ def authenticate(request: Request) -> Principal:
             headers={"WWW-Authenticate": "Bearer"},
         )
     request.state.principal = principal
+    request.app.state.limits.admit(principal)
     return principal
 
 

@@ -255,11 +255,15 @@ async def get_run(
     Async, so a waiting client holds no worker thread: many long polls cannot starve the
     endpoints that need one."""
     deadline = time.monotonic() + wait
-    while True:
-        run = _visible(runs.get(run_id), principal)
-        if run.state in FINISHED or time.monotonic() >= deadline or await request.is_disconnected():
-            return run
-        await asyncio.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+    run = _visible(runs.get(run_id), principal)
+    if wait == 0 or run.state in FINISHED:
+        return run
+    with request.app.state.limits.long_poll(principal):
+        while True:
+            run = runs.get(run_id)
+            if run.state in FINISHED or time.monotonic() >= deadline or await request.is_disconnected():
+                return run
+            await asyncio.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
 
 
 @v1.delete("/runs/{run_id}")
@@ -270,22 +274,23 @@ def cancel_run(run_id: str, runs: RunsDep, principal: Write) -> Run:
 
 
 @v1.post("/runs/claim", response_model=Run, responses={204: {"description": "Nothing queued."}})
-async def claim_run(body: ClaimIn, request: Request, runs: RunsDep, _: Worker) -> Run | Response:
+async def claim_run(body: ClaimIn, request: Request, runs: RunsDep, principal: Worker) -> Run | Response:
     """For indexer workers: take the oldest queued run (long-polls `waitS` seconds).
 
     Async so it can notice a worker that went away while waiting: a run must never be
     handed to a connection nobody reads any more.
     """
     deadline = time.monotonic() + body.wait_s
-    while True:
-        if await request.is_disconnected():
-            return Response(status_code=status.HTTP_204_NO_CONTENT)
-        run = runs.try_claim(body.worker)
-        if run is not None:
-            return run
-        if time.monotonic() >= deadline:
-            return Response(status_code=status.HTTP_204_NO_CONTENT)
-        await asyncio.sleep(0.2)
+    with request.app.state.limits.long_poll(principal):
+        while True:
+            if await request.is_disconnected():
+                return Response(status_code=status.HTTP_204_NO_CONTENT)
+            run = runs.try_claim(body.worker)
+            if run is not None:
+                return run
+            if time.monotonic() >= deadline:
+                return Response(status_code=status.HTTP_204_NO_CONTENT)
+            await asyncio.sleep(0.2)
 
 
 @v1.post("/runs/{run_id}/progress")
@@ -467,7 +472,7 @@ def create_token(body: TokenIn, tokens: TokensDep, folders: FoldersDep) -> Token
     """A new token; its secret is in this answer only (the file keeps its sha256)."""
     for name in body.folders or []:
         folders.get(name)
-    view, secret = tokens.create(body.name, body.scope, body.folders)
+    view, secret = tokens.create(body.name, body.scope, body.folders, body.rate_per_s, body.long_polls)
     return TokenCreated(**view.model_dump(), secret=secret)
 
 

@@ -514,11 +514,13 @@ def token() -> None:
 @click.argument("name")
 @click.option("--scope", type=click.Choice(["read", "write", "admin"]), required=True)
 @click.option("--folder", "folders", multiple=True, help="Limit it to this folder (repeatable; default: every folder).")
+@click.option("--rate", type=float, help="Requests per second (default: SEMSEARCH_TOKEN_RATE_PER_S).")
+@click.option("--long-polls", type=int, help="Long polls at once (default: SEMSEARCH_TOKEN_LONG_POLLS).")
 @api_errors
-def token_create(name: str, scope: str, folders: tuple[str, ...]) -> None:
+def token_create(name: str, scope: str, folders: tuple[str, ...], rate: float | None, long_polls: int | None) -> None:
     """Create a token; its secret is printed once (only its sha256 is kept)."""
     with ApiClient(Settings()) as api:
-        created = api.create_token(name, scope, list(folders) or None)
+        created = api.create_token(name, scope, list(folders) or None, rate, long_polls)
     where = ", ".join(created.folders) if created.folders else "every folder"
     click.echo(f"created {created.name}: {created.scope} on {where}")
     click.echo(created.secret)

@@ -228,8 +228,15 @@ class ApiClient:
     def tokens(self) -> list[TokenView]:
         return [TokenView.model_validate(t) for t in self._request("GET", "/v1/tokens")]
 
-    def create_token(self, name: str, scope: str, folders: list[str] | None = None) -> TokenCreated:
-        body = TokenIn(name=name, scope=scope, folders=folders)  # type: ignore[arg-type]
+    def create_token(
+        self,
+        name: str,
+        scope: str,
+        folders: list[str] | None = None,
+        rate_per_s: float | None = None,
+        long_polls: int | None = None,
+    ) -> TokenCreated:
+        body = TokenIn(name=name, scope=scope, folders=folders, rate_per_s=rate_per_s, long_polls=long_polls)  # type: ignore[arg-type]
         return TokenCreated.model_validate(self._request("POST", "/v1/tokens", json=body.dump()))
 
     def revoke_token(self, name: str) -> TokenView:

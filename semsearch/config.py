@@ -84,6 +84,15 @@ class Settings(BaseSettings):
         description="Scoped tokens (JSON or TOML: name, sha256 of the secret, scope, folders); default "
         "$SEMSEARCH_DATA_DIR/tokens.json, written by `semsearch token create`.",
     )
+    token_rate_per_s: float = Field(
+        50.0,
+        ge=0,
+        description="Requests per second a scoped token may send (0: unlimited): an agent in a loop slows "
+        "down instead of starving the others. SEMSEARCH_TOKEN (the operator's, the indexer's) is never limited.",
+    )
+    token_long_polls: int = Field(
+        4, ge=0, description="Long polls (run waits, worker claims) one scoped token may hold open at once (0: any)."
+    )
     audit_log: Path | None = Field(
         None, description="Where the audit log's JSON lines go (appended, mode 0600); default: stderr."
     )

@@ -550,6 +550,12 @@ class TokenIn(Request):
     folders: list[Annotated[str, StringConstraints(max_length=MAX_FILTER_CHARS)]] | None = Field(
         None, max_length=MAX_FILTER_ITEMS, description="Only these folders (default: every folder)."
     )
+    rate_per_s: float | None = Field(
+        None, gt=0, le=100_000, description="Requests per second (default: SEMSEARCH_TOKEN_RATE_PER_S)."
+    )
+    long_polls: int | None = Field(
+        None, ge=1, le=1000, description="Long polls in flight (default: SEMSEARCH_TOKEN_LONG_POLLS)."
+    )
 
 
 class TokenView(Wire):
@@ -557,6 +563,8 @@ class TokenView(Wire):
     scope: str
     folders: list[str] | None = None
     created_at: str = ""
+    rate_per_s: float | None = None
+    long_polls: int | None = None
 
 
 class TokenCreated(TokenView):

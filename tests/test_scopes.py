@@ -6,6 +6,8 @@ table does not classify fails the test, so a new route cannot ship without a dec
 from __future__ import annotations
 
 import json
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -229,3 +231,33 @@ def test_token_lifecycle_from_the_cli(api_factory: Any) -> None:
     boss.cli("token", "revoke", "reader")
     gone = httpx.get(f"{stack.url}/v1/status", headers={"Authorization": f"Bearer {reader}"}, timeout=30)
     assert gone.status_code == 401 and "semsearch token create" in gone.json()["detail"]
+
+
+def test_a_token_over_its_rate_or_long_polls_gets_429_saying_when_to_retry(api_factory: Any) -> None:
+    stack = api_factory(token=ADMIN_SECRET, worker=False)  # no worker: a requested run stays queued
+    slow = stack.cli("token", "create", "slow", "--scope", "write", "--rate", "1", "--long-polls", "1")
+    secret = slow.stdout.splitlines()[1]
+    headers = {"Authorization": f"Bearer {secret}"}
+    with httpx.Client(base_url=stack.url, headers=headers, timeout=60) as http:
+        answers = [http.get("/v1/folders") for _ in range(40)]
+        limited = [a for a in answers if a.status_code == 429]
+        assert limited and all(a.status_code == 200 for a in answers[:20])  # a burst passes, then it is paced
+        assert "retry in" in limited[0].json()["detail"] and int(limited[0].headers["Retry-After"]) >= 1
+        with stack.http() as admin:  # the operator's token is never limited
+            assert all(admin.get("/v1/folders").status_code == 200 for _ in range(60))
+            run = admin.post("/v1/runs", json={}).json()["id"]
+
+    poller = stack.cli("token", "create", "poller", "--scope", "read", "--long-polls", "1").stdout.splitlines()[1]
+    polls = {"Authorization": f"Bearer {poller}"}
+    waiting = ThreadPoolExecutor(1).submit(
+        httpx.get, f"{stack.url}/v1/runs/{run}", params={"wait": 30}, headers=polls, timeout=60
+    )
+    deadline = time.monotonic() + 30
+    while True:  # once the first poll waits, a second from the same token is refused at once
+        second = httpx.get(f"{stack.url}/v1/runs/{run}", params={"wait": 0.5}, headers=polls, timeout=60)
+        if second.status_code == 429 or time.monotonic() > deadline:
+            break
+    assert second.status_code == 429 and "long poll" in second.json()["detail"], second.text
+    with stack.http() as admin:
+        admin.delete(f"/v1/runs/{run}")
+    assert waiting.result().status_code == 200
