@@ -64,6 +64,7 @@ eval: install
 	$(BIN)/python -m eval.code
 	$(BIN)/python -m eval.prompts
 	$(BIN)/python -m eval.screening
+	$(BIN)/python -m eval.redaction
 
 # Speed, latency, memory and disk against the model's own limit; prints a table and
 # writes bench/results.json (~20 min on 2 cores).

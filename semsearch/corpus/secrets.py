@@ -20,16 +20,18 @@ KEY_END = re.compile(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
 # What a key block's lines look like: base64, PEM headers (`Proc-Type: 4,ENCRYPTED`), blank.
 KEY_BODY = re.compile(r"\s*(?:[A-Za-z0-9+/=]{1,200}|[A-Za-z-]{1,40}:[^\n]{0,200})?\s*")
 
+# A token's end: `\b` would fail after a trailing `-` or `_`, which these alphabets allow.
+END = r"(?![A-Za-z0-9_-])"
 # Whole matches that are secrets.
 TOKENS: dict[str, re.Pattern[str]] = {
     "aws-access-key": re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
     "github-token": re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b"),
-    "gitlab-token": re.compile(r"\bglpat-[A-Za-z0-9\-_]{20,255}\b"),
-    "slack-token": re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,255}\b"),
+    "gitlab-token": re.compile(r"\bglpat-[A-Za-z0-9\-_]{20,255}" + END),
+    "slack-token": re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,255}" + END),
     "stripe-key": re.compile(r"\b[rs]k_live_[0-9A-Za-z]{24,255}\b"),
-    "google-api-key": re.compile(r"\bAIza[0-9A-Za-z\-_]{35}\b"),
-    "anthropic-key": re.compile(r"\bsk-ant-[A-Za-z0-9_-]{32,255}\b"),
-    "openai-key": re.compile(r"\bsk-(?:proj-)?[A-Za-z0-9_-]{32,255}\b"),
+    "google-api-key": re.compile(r"\bAIza[0-9A-Za-z\-_]{35}" + END),
+    "anthropic-key": re.compile(r"\bsk-ant-[A-Za-z0-9_-]{32,255}" + END),
+    "openai-key": re.compile(r"\bsk-(?:proj-)?[A-Za-z0-9_-]{32,255}" + END),
 }
 
 # Secrets that are one group of a match: the name or the URL around them stays searchable.
@@ -43,11 +45,12 @@ VALUES: dict[str, re.Pattern[str]] = {
     "url-password": re.compile(
         r"\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/@\"'<>]{1,128}:(?P<secret>[^\s@/\"'<>]{1,256})@"
     ),
-    # password = "…", "api_key": "…", DB_PASSWORD='…', client_secret => "…"
+    # password = "…", "api_key": "…", DB_PASSWORD='…', $cfg['db_password'] => '…'; not a template's
+    # reference to where the secret really is ("${DB_PASSWORD}", "{{ vault_secret }}", "<yours>")
     "password": re.compile(
         r"(?i)\b(?:[A-Za-z0-9_.-]{0,40}[_.-])?(?:password|passwd|pwd|secret|api_?key|access_?token|auth_?token"
-        r"|client_?secret|private_?key)[\"']?\s{0,5}(?:=|:|=>|:=)\s{0,5}(?P<quote>[\"'])"
-        r"(?P<secret>[^\"'\s]{6,256})(?P=quote)"
+        r"|client_?secret|private_?key)[\"']?\]?\s{0,5}(?:=|:|=>|:=)\s{0,5}(?P<quote>[\"'])"
+        r"(?!\$\{|\$\(|\{\{|<|%\()(?P<secret>[^\"'\s]{6,256})(?P=quote)"
     ),
 }
 
