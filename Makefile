@@ -72,8 +72,9 @@ bench: install
 	$(BIN)/python -m bench.run
 
 # Long versions of the hostile-input and load tests (the suite runs short ones).
+# Generated cases (hypothesis, schemathesis) at 400 each, then every coverage-guided target for a minute.
 fuzz: install
-	FUZZ_EXAMPLES=400 $(BIN)/pytest -q tests/test_fuzz.py
+	FUZZ_EXAMPLES=400 FUZZ_SECONDS=60 $(BIN)/pytest -q -s tests/test_fuzz.py
 
 soak: install
 	$(BIN)/python -m bench.soak --seconds 180 --clients 16

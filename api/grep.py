@@ -19,6 +19,7 @@ from semsearch.corpus.extract import Unindexable, extract
 from semsearch.corpus.folders import FolderNotFound, FolderRegistry
 from semsearch.limits import GREP_MAX_LINE_CHARS, GREP_TIME_BUDGET_S
 from semsearch.schemas import GrepMatch, GrepRequest, GrepResponse
+from semsearch.text import lines as text_lines
 
 
 class BadPattern(ValueError):
@@ -78,5 +79,5 @@ def _lines(path: Path, settings: Settings) -> list[tuple[int, str]]:
         doc = extract(path, limit, settings.redact_secrets)
     except Unindexable:
         return []
-    lines = [line for segment in doc.segments for line in segment.text.splitlines()]
+    lines = [line for segment in doc.segments for line in text_lines(segment.text)]
     return list(enumerate(lines, start=1))

@@ -32,6 +32,7 @@ from semsearch.config import Settings
 from semsearch.corpus.extract import Document, Segment
 from semsearch.indexer.syntax import Symbol, chunk_code
 from semsearch.schemas import DocMeta
+from semsearch.text import lines as text_lines
 
 CountTokens = Callable[[list[str]], list[int]]
 MAX_WORD_CHARS = 500
@@ -121,7 +122,7 @@ def sections(doc: Document) -> tuple[list[_Section], DocMeta]:
     meta = DocMeta()
     out: list[_Section] = []
     for segment in doc.segments:
-        lines = segment.text.splitlines()
+        lines = text_lines(segment.text)
         skip = 0
         if doc.markdown and segment is doc.segments[0]:
             meta, skip = parse_frontmatter(segment.text)

@@ -1,6 +1,8 @@
-"""Quoting retrieved text for people and agents: file content is data, and must look like it.
+"""Quoting retrieved text for people and agents: file content is data, and must look like it;
+and the one way a text is split into numbered lines.
 
-Shared by the API (gather) and the MCP bridge (cat_file), so both quote the same way.
+Shared by the API (gather), the indexer and the MCP bridge (cat_file), so all quote and number
+the same way.
 """
 
 from __future__ import annotations
@@ -10,6 +12,16 @@ import unicodedata
 
 # Line and paragraph separators a renderer may break on, besides the ASCII control characters.
 _BREAKS = {"\u2028": "\\u2028", "\u2029": "\\u2029", "\u0085": "\\x85"}
+
+
+def lines(text: str) -> list[str]:
+    """A file's lines as editors, grep and tree-sitter number them: split at `\n` only (a CRLF's
+    `\r` dropped). `str.splitlines` also breaks at form feeds, `\x1c`-`\x1e`, `\x85` and
+    `\u2028`, which would shift every later line number against the editor's."""
+    parts = text.split("\n")
+    if parts and parts[-1] == "":
+        parts.pop()
+    return [p[:-1] if p.endswith("\r") else p for p in parts]
 
 
 def fence_for(text: str) -> str:

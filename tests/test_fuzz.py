@@ -9,6 +9,9 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -30,6 +33,10 @@ from tests.conftest import SEMSEARCH, Stack
 from tests.test_indexer import make_docx, make_pdf
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "25"))
+# Coverage-guided targets (tests/fuzz_targets.py): CI runs each for this many inputs, `make fuzz`
+# for FUZZ_SECONDS each.
+RUNS = int(os.environ.get("FUZZ_RUNS", "3000"))
+SECONDS = int(os.environ.get("FUZZ_SECONDS", "0"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 
 
@@ -202,3 +209,17 @@ def test_mcp_tools_fuzzed_from_their_input_schemas(stack: Stack) -> None:
 
     calls, problems = anyio.run(run)
     assert calls > 0 and problems == []
+
+
+@pytest.mark.parametrize("target", ["extract", "paragraphs", "syntax", "filters", "globs", "redact"])
+def test_coverage_guided_target_finds_nothing(target: str, tmp_path: Path) -> None:
+    """libFuzzer (atheris) mutating inputs toward new coverage; a broken contract is a crash, and
+    the input that caused it is saved to tmp_path and named in the failure."""
+    budget = f"-max_total_time={SECONDS}" if SECONDS else f"-runs={RUNS}"
+    fuzzed = subprocess.run(
+        [sys.executable, "-m", "tests.fuzz_targets", target, budget, f"-artifact_prefix={tmp_path}/"],
+        capture_output=True, text=True, timeout=600, cwd=Path(__file__).parent.parent, check=False,
+    )  # fmt: skip
+    done = re.search(r"Done (\d+) runs in (\d+) second", fuzzed.stderr)
+    assert fuzzed.returncode == 0 and done, f"{target}: {fuzzed.stderr[-3000:]}\nsaved: {list(tmp_path.iterdir())}"
+    print(f"fuzz {target}: {done.group(1)} inputs in {done.group(2)} s")

@@ -21,6 +21,7 @@ from semsearch.corpus.discovery import FileList
 from semsearch.corpus.folders import FolderRegistry, RegisteredFolder, inside
 from semsearch.corpus.secrets import redact
 from semsearch.limits import LIST_REUSE_S, MAX_READ_BYTES
+from semsearch.text import lines
 
 _lists: dict[tuple[str, int, int, str], tuple[float, FileList]] = {}
 _lists_lock = threading.Lock()
@@ -99,4 +100,4 @@ def read(path: str, folders: FolderRegistry, settings: Settings) -> OpenedFile:
     text = data.decode("utf-8", errors="replace")
     if settings.redact_secrets:
         text = redact(text)[0]  # the same text the index holds: a read never reveals more than a search
-    return OpenedFile(folder, rel, os.path.join(folder.path, rel), text.splitlines())
+    return OpenedFile(folder, rel, os.path.join(folder.path, rel), lines(text))
