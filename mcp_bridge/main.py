@@ -7,10 +7,13 @@ token required for anything else, and Host/Origin checked against DNS rebinding.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import sys
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+import httpx
 import uvicorn
 from mcp.server.transport_security import TransportSecuritySettings
 
@@ -19,31 +22,70 @@ from semsearch.mcp_bridge.server import build_server
 from semsearch.security import bearer_matches, is_loopback
 
 Scope = MutableMapping[str, Any]
+TOKEN_REUSE_S = 30.0  # a scoped token the API accepted is trusted this long (revocation takes effect after it)
 ASGIApp = Callable[[Scope, Callable[..., Awaitable[Any]], Callable[..., Awaitable[Any]]], Awaitable[None]]
 
 
 class BearerToken:
-    """Pure ASGI middleware: every HTTP request needs `Authorization: Bearer <token>`."""
+    """Pure ASGI middleware for the HTTP transport. A request carries the bridge's own token
+    (`SEMSEARCH_MCP_TOKEN`: its tools call the API with the bridge's API token) or one of the
+    API's scoped tokens, which the bridge passes on with every call it makes for that client, so
+    the client gets exactly that token's scope — the API decides, as for any client. A token the
+    API refuses is refused here (checked once per TOKEN_REUSE_S). Without a bridge token, a
+    request without any token is let through (loopback only; `main` refuses other binds)."""
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, token: str | None, api_url: str) -> None:
         self.app = app
         self.token = token
+        self.api_url = api_url.rstrip("/")
+        self._accepted: dict[str, float] = {}  # sha256 of a token -> until when it is trusted
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             header = dict(scope["headers"]).get(b"authorization", b"")
-            if not bearer_matches(header, self.token):
-                body = b'{"error": "missing or wrong bearer token; send Authorization: Bearer $SEMSEARCH_MCP_TOKEN"}'
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 401,
-                        "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")],
-                    }
-                )
-                await send({"type": "http.response.body", "body": body})
+            if self.token is not None and bearer_matches(header, self.token):
+                pass
+            elif header:
+                given = header.decode("latin-1").partition(" ")[2].strip()
+                if not given or not await self._api_accepts(given):
+                    await _refuse(send)
+                    return
+                scope.setdefault("state", {})["semsearch_token"] = given
+            elif self.token is not None:
+                await _refuse(send)
                 return
         await self.app(scope, receive, send)
+
+    async def _api_accepts(self, token: str) -> bool:
+        key = hashlib.sha256(token.encode()).hexdigest()
+        if self._accepted.get(key, 0) > time.monotonic():
+            return True
+        try:
+            async with httpx.AsyncClient(timeout=10) as http:
+                answer = await http.get(f"{self.api_url}/readyz", headers={"Authorization": f"Bearer {token}"})
+        except httpx.TransportError:
+            return False
+        if answer.status_code in (200, 503):  # 503: authenticated, the embedder is not ready
+            if len(self._accepted) > 1000:
+                self._accepted.clear()
+            self._accepted[key] = time.monotonic() + TOKEN_REUSE_S
+            return True
+        return False
+
+
+async def _refuse(send: Any) -> None:
+    body = (
+        b'{"error": "missing or wrong bearer token; send Authorization: Bearer $SEMSEARCH_MCP_TOKEN, '
+        b'or a semsearch token the API accepts"}'
+    )
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 401,
+            "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 def http_app(settings: Settings, host: str, port: int) -> ASGIApp:
@@ -61,9 +103,7 @@ def http_app(settings: Settings, host: str, port: int) -> ASGIApp:
         max_sessions=settings.mcp_max_sessions,
     )
     token = settings.mcp_token or settings.token
-    if token is not None:
-        app = BearerToken(app, token.get_secret_value())
-    return app
+    return BearerToken(app, token.get_secret_value() if token else None, settings.api_url)
 
 
 def main(argv: list[str] | None = None) -> None:

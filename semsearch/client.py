@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import os
 import tarfile
+from collections.abc import Generator
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -47,6 +49,22 @@ from semsearch.schemas import (
     TokenView,
 )
 
+# The token of the caller a bridge acts for (an MCP client's own scoped token), set per call;
+# when unset, the client's own token is sent.
+CALLER_TOKEN: ContextVar[str | None] = ContextVar("semsearch_caller_token", default=None)
+
+
+class _Bearer(httpx.Auth):
+    def __init__(self, secret: str | None) -> None:
+        self.secret = secret
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        token = CALLER_TOKEN.get() or self.secret
+        if token:
+            request.headers["Authorization"] = f"Bearer {token}"
+        yield request
+
+
 # A snapshot moves a whole index in one request, and an import answers once it is swapped in.
 SNAPSHOT_TIMEOUT = httpx.Timeout(30.0, read=3600.0, write=3600.0)
 
@@ -76,8 +94,7 @@ class ApiClient:
             secret = settings.token.get_secret_value() if settings.token else None
         else:  # a URL from elsewhere goes with that place's token only, never the settings'
             secret = token
-        headers = {"Authorization": f"Bearer {secret}"} if secret else {}
-        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=settings.api_timeout_s)
+        self._http = httpx.Client(base_url=self.url, auth=_Bearer(secret), timeout=settings.api_timeout_s)
 
     def close(self) -> None:
         self._http.close()

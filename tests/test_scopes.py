@@ -11,10 +11,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
 
-from tests.conftest import Stack
+from semsearch.processes import Service
+from tests.conftest import Stack, free_port
 from tests.corpus import write_tree
 
 pytestmark = pytest.mark.e2e
@@ -261,3 +265,40 @@ def test_a_token_over_its_rate_or_long_polls_gets_429_saying_when_to_retry(api_f
     with stack.http() as admin:
         admin.delete(f"/v1/runs/{run}")
     assert waiting.result().status_code == 200
+
+
+def test_an_mcp_client_over_http_gets_the_scope_of_the_token_it_brings(
+    guarded: tuple[Stack, dict[str, str], Path],
+) -> None:
+    stack, secrets, alpha = guarded
+    port = free_port()
+    bridge = Service("semsearch.mcp_bridge", stack.env | {"SEMSEARCH_MCP_PORT": str(port)}, stack.data_dir / "mcp.log")
+    bridge.start("--http")
+    url = f"http://127.0.0.1:{port}/mcp"
+
+    async def session(secret: str) -> list[Any]:
+        http = httpx.AsyncClient(headers={"Authorization": f"Bearer {secret}"}, timeout=60)
+        async with Client(streamable_http_client(url, http_client=http)) as client:  # type: ignore[arg-type]
+            return [
+                await client.call_tool("list_folders", {}),
+                await client.call_tool("cat_file", {"filePath": str(alpha / "tides.md")}),
+            ]
+
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # until the port answers
+            bridge.check_alive()
+            try:
+                refused = httpx.post(url, json={}, headers={"Authorization": "Bearer not-a-token"}, timeout=5)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        assert refused.status_code == 401  # a token the API does not know is refused at the door
+        listed, read = anyio.run(session, secrets["other-folder"])
+        assert "beta" in listed.content[0].text and "alpha" not in listed.content[0].text
+        assert read.is_error and "Spring" not in read.content[0].text
+        listed, read = anyio.run(session, secrets["read"])  # the same bridge, another client's scope
+        assert "alpha" in listed.content[0].text and not read.is_error and "Spring" in read.content[0].text
+    finally:
+        bridge.stop()
