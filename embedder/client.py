@@ -1,7 +1,16 @@
-"""gRPC client for the embedder, used by the API (queries) and the indexer (documents)."""
+"""gRPC client for the embedder, used by the API (queries) and the indexer (documents).
+
+One address or a pool: `host1:8766,host2:8766`, or `dns:///embedder:8766` (every address the
+name resolves to: a Kubernetes headless Service). A pool is balanced round-robin by gRPC itself,
+with client-side health checking against each replica's standard health service, so a replica
+that dies or reports NOT_SERVING is skipped; a call that was in flight on it fails UNAVAILABLE
+and is retried (below) on the others.
+"""
 
 from __future__ import annotations
 
+import json
+import socket
 import time
 
 import grpc
@@ -20,6 +29,34 @@ TRANSIENT = (
 )
 
 
+# gRPC's service config: spread calls over every address, each checked by the health service.
+POOL_CONFIG = json.dumps({"loadBalancingConfig": [{"round_robin": {}}], "healthCheckConfig": {"serviceName": ""}})
+
+
+def grpc_target(address: str) -> str:
+    """What gRPC dials for an address: a comma list becomes a static list of resolved IPs (gRPC's
+    `ipv4:`/`ipv6:` schemes take addresses, not names); anything else is passed as it is."""
+    if "," not in address:
+        return address
+    resolved: list[str] = []
+    for part in filter(None, (p.strip() for p in address.split(","))):
+        host, _, port = part.rpartition(":")
+        if not host or not port.isdigit():
+            raise EmbedderError(f"{part!r} in SEMSEARCH_EMBEDDER_ADDR is not host:port; write host1:8766,host2:8766")
+        try:
+            infos = socket.getaddrinfo(host.strip("[]"), int(port), type=socket.SOCK_STREAM)
+        except OSError as exc:
+            raise EmbedderError(
+                f"embedder host {host!r} does not resolve ({exc}); check SEMSEARCH_EMBEDDER_ADDR"
+            ) from exc
+        ip = str(infos[0][4][0])
+        resolved.append(f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}")
+    family = "ipv6" if all(r.startswith("[") for r in resolved) else "ipv4"
+    if family == "ipv4" and any(r.startswith("[") for r in resolved):
+        raise EmbedderError("SEMSEARCH_EMBEDDER_ADDR mixes IPv4 and IPv6 replicas; use one family")
+    return f"{family}:{','.join(resolved)}"
+
+
 class EmbedderError(RuntimeError):
     """The embedder could not answer; the message says what to do."""
 
@@ -30,10 +67,11 @@ class EmbedderClient:
         self.timeout = timeout
         self.retry_for_s = retry_for_s  # the indexer waits out an embedder restart; queries fail fast
         self._channel = grpc.insecure_channel(
-            address,
+            grpc_target(address),
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.service_config", POOL_CONFIG),
             ],
         )
         self._stub = pb_grpc.EmbedderStub(self._channel)

@@ -187,6 +187,42 @@ def mcp(http: bool, host: str | None, port: int | None) -> None:
     bridge(argv)
 
 
+# Each service as a verb, so any topology (a container, a Kubernetes pod, a second embedder on
+# another port) starts without knowing module paths. Options become the settings they name.
+
+
+@main.command("embedder")
+@click.option("--host", help="Bind address (default: SEMSEARCH_EMBEDDER_HOST, 127.0.0.1).")
+@click.option("--port", type=int, help="gRPC port (default: SEMSEARCH_EMBEDDER_PORT, 8766).")
+def embedder_(host: str | None, port: int | None) -> None:
+    """Run the embedder (gRPC) in this process."""
+    _set_env(SEMSEARCH_EMBEDDER_HOST=host, SEMSEARCH_EMBEDDER_PORT=port)
+    service_part("semsearch.embedder.server", "embedder").main()
+
+
+@main.command("api")
+@click.option("--host", help="Bind address (default: SEMSEARCH_HOST, 127.0.0.1).")
+@click.option("--port", type=int, help="Port (default: SEMSEARCH_PORT, 8765).")
+def api_(host: str | None, port: int | None) -> None:
+    """Run the REST API (it owns the index) in this process."""
+    _set_env(SEMSEARCH_HOST=host, SEMSEARCH_PORT=port)
+    service_part("semsearch.api.__main__", "api").main()
+
+
+@main.command("worker")
+@click.option("--watch", is_flag=True, help="Also follow file changes in the registered folders.")
+def worker(watch: bool) -> None:
+    """Run an indexer worker: it executes the runs `semsearch index` (or the MCP `index` tool) requests."""
+    indexer = service_part("semsearch.indexer.__main__", "indexer")
+    indexer.main(["--worker", *(["--watch"] if watch else [])])
+
+
+def _set_env(**values: object) -> None:
+    for name, value in values.items():
+        if value is not None:
+            os.environ[name] = str(value)
+
+
 # --- corpus -----------------------------------------------------------------------
 
 

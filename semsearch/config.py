@@ -54,7 +54,9 @@ class Settings(BaseSettings):
     embedder_host: str = Field("127.0.0.1", description="Embedder bind address; loopback by default.")
     embedder_port: int = Field(8766, description="Embedder gRPC port.")
     embedder_addr: str | None = Field(
-        None, description="host:port clients dial for the embedder (compose sets `embedder:8766`)."
+        None,
+        description="host:port clients dial for the embedder (compose sets `embedder:8766`); a pool as "
+        "host1:8766,host2:8766 or dns:///name:8766, balanced round-robin and health-checked.",
     )
     url: str | None = Field(None, description="Base URL clients use for the API; defaults to loopback:port.")
     token: SecretStr | None = Field(
