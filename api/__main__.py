@@ -9,6 +9,8 @@ import sys
 import uvicorn
 
 from semsearch.api.app import create_app
+from semsearch.api.location import IndexLocation, StoreUnavailable
+from semsearch.api.store import connect
 from semsearch.config import load_settings
 from semsearch.malloc import limit_arenas
 from semsearch.security import is_loopback
@@ -34,6 +36,12 @@ def main() -> None:
         with contextlib.suppress(OSError):
             if directory.stat().st_uid == os.getuid():
                 directory.chmod(0o700)
+    location = IndexLocation.from_settings(settings)
+    if location.local is None:
+        try:  # an unreachable or misconfigured store is one line at start, not a traceback
+            connect(location)
+        except StoreUnavailable as exc:
+            sys.exit(f"semsearch api: {exc}")
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info", access_log=False)
 
 

@@ -14,6 +14,7 @@ from semsearch import __version__
 from semsearch.api import errors, routes, snapshots, webui
 from semsearch.api.audit import Audit
 from semsearch.api.auth import Limits, TokenBook
+from semsearch.api.location import IndexLocation
 from semsearch.api.middleware import BodyLimit, HostGuard, PagePolicy
 from semsearch.api.retrieval import SearchEngine
 from semsearch.api.runs import Leases, Runs
@@ -33,7 +34,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if recovered:
             logging.getLogger("semsearch.api").warning(recovered)
         app.state.store = Store(
-            settings.index_dir, timedelta(seconds=settings.version_retention_s), settings.housekeeping_every_writes
+            IndexLocation.from_settings(settings),
+            timedelta(seconds=settings.version_retention_s),
+            settings.housekeeping_every_writes,
         )
         app.state.folders = FolderRegistry(
             settings.folders_file, settings.corpus_root, [settings.data_dir, settings.model_cache_dir]

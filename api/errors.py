@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from semsearch.api.auth import TokenError
 from semsearch.api.filters import BadGlob
 from semsearch.api.grep import BadPattern
+from semsearch.api.location import StoreUnavailable
 from semsearch.api.runs import LeaseConflict, QueueFull, RunCancelled, RunNotFound
 from semsearch.api.snapshots import SnapshotRefused
 from semsearch.api.store import InvalidBatch, ModelMismatch
@@ -47,6 +48,7 @@ DOMAIN_ERRORS: dict[type[Exception], tuple[int, str]] = {
     BadGlob: (400, "Invalid glob"),
     InvalidBatch: (400, "Invalid batch"),
     EmbedderError: (503, "Embedder unavailable"),
+    StoreUnavailable: (503, "Index store unavailable"),
 }
 
 

@@ -133,7 +133,7 @@ def readyz(store: StoreDep, embedder: EmbedderDep) -> JSONResponse:
         info = embedder.info()
     except EmbedderError as exc:
         return JSONResponse({"status": "not ready", "embedder": str(exc)}, status_code=503)
-    return JSONResponse({"status": "ready", "model": info.model_id, "index": str(store.index_dir)})
+    return JSONResponse({"status": "ready", "model": info.model_id, "index": str(store.location)})
 
 
 def _folder_views(folders: FolderRegistry, store: Store) -> list[Folder]:

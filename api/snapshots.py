@@ -216,6 +216,11 @@ def import_(
     root: str | None,
     allow_outside_root: bool = False,
 ) -> SnapshotImported:
+    if store.location.local is None:
+        raise SnapshotRefused(
+            f"the index is on object storage ({store.location}); import snapshots into a local index (the swap "
+            "is a directory rename), or index the folders where the store is"
+        )
     work = Path(tempfile.mkdtemp(prefix=f"{TEMPORARY}import-", dir=settings.data_dir))
     try:
         manifest = _unpack(archive, work)

@@ -33,6 +33,7 @@ from lancedb.query import LanceVectorQueryBuilder
 from semsearch.api.facts import IndexFacts
 from semsearch.api.filters import HIDDEN_STATUSES, TRUE, sql_in, sql_str
 from semsearch.api.lexical import lexical_document
+from semsearch.api.location import IndexLocation, StoreUnavailable, reason
 from semsearch.malloc import trim
 from semsearch.schemas import FileChunks, FileStamp, IndexBatch, ManifestEntry
 
@@ -131,11 +132,10 @@ class FolderStats:
 
 
 class Store:
-    def __init__(self, index_dir: Path, retention: timedelta, housekeeping_every: int) -> None:
-        index_dir.mkdir(parents=True, exist_ok=True)
-        self.index_dir = index_dir
-        self._meta_path = index_dir / "meta.json"
-        self._skipped_path = index_dir / "skipped.json"
+    def __init__(self, location: IndexLocation, retention: timedelta, housekeeping_every: int) -> None:
+        self.location = location
+        if location.local is not None:
+            location.local.mkdir(parents=True, exist_ok=True)
         self.notice: str | None = None
         self._set_aside_other_layouts()
         self._lock = threading.RLock()  # re-entered by a snapshot import: paused(), then swap()
@@ -144,10 +144,16 @@ class Store:
         self._writes = 0
         self._open()
 
+    @property
+    def index_dir(self) -> Path:
+        """The index's directory, for what only a local index can do (a snapshot import's swap)."""
+        if self.location.local is None:
+            raise StoreUnavailable(f"the index is on object storage ({self.location}); this needs a local index")
+        return self.location.local
+
     def _open(self) -> None:
-        self._db = lancedb.connect(str(self.index_dir))
-        self.meta: dict[str, Any] = json.loads(self._meta_path.read_text()) if self._meta_path.exists() else {}
-        names = set(self._db.list_tables().tables)
+        self._db, names = connect(self.location)
+        self.meta: dict[str, Any] = self.location.read_json("meta.json") or {}
         self._files = self._db.open_table(FILES) if FILES in names else self._db.create_table(FILES, schema=FILE_SCHEMA)
         self._symbols = (
             self._db.open_table(SYMBOLS) if SYMBOLS in names else self._db.create_table(SYMBOLS, schema=SYMBOL_SCHEMA)
@@ -172,12 +178,17 @@ class Store:
     def _set_aside_other_layouts(self) -> None:
         """An index written with another schema is never read: it is moved aside, and a notice
         (in /v1/status and the log) says to re-index."""
-        if not self._meta_path.exists():
+        meta = self.location.read_json("meta.json")
+        if meta is None:
             return
-        meta = json.loads(self._meta_path.read_text())
         found = meta.get("schema_version")
         if found == SCHEMA_VERSION:
             return
+        if self.location.local is None:  # a prefix cannot be renamed in one step: the operator decides
+            raise StoreUnavailable(
+                f"the index at {self.location} was written with schema v{found}, this version uses v{SCHEMA_VERSION}; "
+                "delete that prefix or point SEMSEARCH_INDEX_URI at a new one, then run `semsearch index`"
+            )
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
         aside = self.index_dir.with_name(f"{self.index_dir.name}.schema-v{found}.{stamp}")
         self.index_dir.rename(aside)
@@ -207,9 +218,7 @@ class Store:
                 "chunker": batch.chunker,
                 "chunking": batch.chunking,
             }
-            tmp = self._meta_path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(self.meta, indent=2))
-            tmp.replace(self._meta_path)
+            self.location.write_json("meta.json", self.meta)
         elif (self.model_id, self.meta.get("dimension")) != (model_id, dimension):
             raise ModelMismatch(
                 f"the index was built with {self.model_id} ({self.meta.get('dimension')} dims) but these vectors "
@@ -340,14 +349,12 @@ class Store:
             self._write_skipped(known)
 
     def _write_skipped(self, known: dict[str, dict[str, int]]) -> None:
-        tmp = self._skipped_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(known, indent=2))
-        tmp.replace(self._skipped_path)
+        self.location.write_json("skipped.json", known)
 
     def skipped(self) -> dict[str, dict[str, int]]:
         try:
-            return dict(json.loads(self._skipped_path.read_text()))
-        except (OSError, ValueError):
+            return dict(self.location.read_json("skipped.json") or {})
+        except (StoreUnavailable, ValueError):
             return {}
 
     def drop_folder(self, folder: str) -> None:
@@ -504,8 +511,8 @@ class Store:
             for name in (CHUNKS, FILES, SYMBOLS):
                 if name in existing:
                     self._db.drop_table(name)
-            self._meta_path.unlink(missing_ok=True)
-            self._skipped_path.unlink(missing_ok=True)
+            self.location.delete("meta.json")
+            self.location.delete("skipped.json")
             self.meta = {}
             self._chunks, self.fts_ready, self.ann_ready = None, False, False
             self._files = self._db.create_table(FILES, schema=FILE_SCHEMA)
@@ -545,7 +552,19 @@ class Store:
             shutil.rmtree(previous, ignore_errors=True)
 
     def disk_bytes(self) -> int:
-        return sum(p.stat().st_size for p in self.index_dir.rglob("*") if p.is_file())
+        return self.location.size()
+
+
+def connect(location: IndexLocation) -> tuple[lancedb.DBConnection, set[str]]:
+    """The database and its table names; a store that cannot be reached is one line naming it."""
+    try:
+        db = lancedb.connect(location.uri, storage_options=location.storage_options or None)
+        return db, set(db.list_tables().tables)
+    except Exception as exc:  # LanceDB reports storage errors as OSError, RuntimeError or ValueError
+        raise StoreUnavailable(
+            f"the index at {location} cannot be opened ({reason(exc)}); check the bucket and prefix, "
+            "AWS_ENDPOINT_URL and the credentials (SEMSEARCH_S3_ALLOW_HTTP=true for a plain-HTTP endpoint)"
+        ) from exc
 
 
 def build(

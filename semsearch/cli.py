@@ -703,7 +703,7 @@ def config(as_json: bool) -> None:
                      "env": env, "why": field.description or ""})  # fmt: skip
     places = {
         "data": str(settings.data_dir),
-        "index": str(settings.index_dir),
+        "index": settings.index_uri or str(settings.index_dir),
         "folders": str(settings.folders_file),
         "globalIndexignore": str(settings.global_indexignore_path),
         "logs": "stderr of each service (docker compose logs; journald under systemd)",

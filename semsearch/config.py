@@ -43,6 +43,12 @@ class Settings(BaseSettings):
         default_factory=default_data_dir,
         description="Config and index live here together, so one directory is the whole state.",
     )
+    index_uri: str | None = Field(
+        None,
+        description="Where the index lives: default $SEMSEARCH_DATA_DIR/index; or s3://bucket/prefix (gs://, az://) "
+        "with the standard AWS_ENDPOINT_URL / AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_REGION.",
+    )
+    s3_allow_http: bool = Field(False, description="Allow a plain-HTTP object-store endpoint (a local SeaweedFS).")
     model_dir: Path | None = Field(
         None,
         description="A folder with model.onnx + tokenizer.json to use instead of the packaged int8 MiniLM.",

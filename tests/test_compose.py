@@ -15,8 +15,10 @@ ROOT = Path(__file__).resolve().parent.parent
 BINARY = Path(compose.__file__).parent / "docker-compose"
 
 
-def compose_cmd(*args: str, token: str | None = "ci-check") -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SEMSEARCH_")}
+def compose_cmd(
+    *args: str, token: str | None = "ci-check", extra: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SEMSEARCH_", "AWS_"))} | (extra or {})
     env.setdefault("HOME", "/root")
     if token:
         env["SEMSEARCH_TOKEN"] = token
@@ -88,3 +90,17 @@ def test_images_run_as_non_root_with_the_process_entrypoint(target: str, config:
     assert "FROM python:3.11-slim AS base" in (ROOT / "Dockerfile").read_text()
     built = {name: s["build"]["target"] for name, s in config["services"].items()}
     assert target in built.values()
+
+
+def test_embedders_scale_as_a_pool_and_the_object_storage_profile_is_valid() -> None:
+    env = {"AWS_ACCESS_KEY_ID": "ci", "AWS_SECRET_ACCESS_KEY": "ci-secret-check"}
+    result = compose_cmd("--profile", "object-storage", "config", "--format", "json", extra=env)
+    assert result.returncode == 0, result.stderr
+    services = json.loads(result.stdout)["services"]
+    for name in ("api", "indexer-worker"):  # every replica of `--scale embedder=N`, round-robin
+        assert services[name]["environment"]["SEMSEARCH_EMBEDDER_ADDR"] == "dns:///embedder:8766"
+    assert services["seaweedfs"]["networks"] == {"backend": None} and "ports" not in services["seaweedfs"]
+    store = services["seaweedfs"]["environment"]
+    assert (
+        store["AWS_SECRET_ACCESS_KEY"] == services["api"]["environment"]["AWS_SECRET_ACCESS_KEY"] == "ci-secret-check"
+    )

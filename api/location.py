@@ -1,0 +1,133 @@
+"""Where the index lives: a local directory (the default, under the data dir) or a prefix on
+object storage that LanceDB reaches (`s3://bucket/prefix`; `gs://`, `az://` as LanceDB accepts
+them), with the standard credential and endpoint variables (`AWS_ENDPOINT_URL`,
+`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`). The index's small JSON files (its
+identity, what a pass skipped) sit beside its tables, so the store holds the whole index.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pyarrow.fs as pafs
+
+from semsearch.config import Settings
+
+
+class StoreUnavailable(RuntimeError):
+    """The index's store cannot be reached or used; the message names the URI and what failed
+    (never a credential)."""
+
+
+@dataclass
+class IndexLocation:
+    uri: str
+    storage_options: dict[str, str] = field(default_factory=dict)
+    _fs: tuple[pafs.FileSystem, str] | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> IndexLocation:
+        uri = settings.index_uri or str(settings.index_dir)
+        if "://" not in uri:
+            return cls(uri)
+        return cls(uri.rstrip("/"), {"allow_http": "true"} if settings.s3_allow_http else {})
+
+    @property
+    def local(self) -> Path | None:
+        """The directory, for an index on local disk."""
+        return None if "://" in self.uri else Path(self.uri)
+
+    def __str__(self) -> str:
+        return self.uri
+
+    def _remote(self) -> tuple[pafs.FileSystem, str]:
+        if self._fs is None:
+            parsed = urlparse(self.uri)
+            if parsed.scheme == "s3":
+                endpoint = urlparse(os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or "")
+                fs = pafs.S3FileSystem(
+                    region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
+                    endpoint_override=endpoint.netloc or None,
+                    scheme=endpoint.scheme or "https",
+                )
+                self._fs = (fs, f"{parsed.netloc}{parsed.path}")
+            else:
+                self._fs = pafs.FileSystem.from_uri(self.uri)
+        return self._fs
+
+    def read_json(self, name: str) -> Any | None:
+        try:
+            if (directory := self.local) is not None:
+                path = directory / name
+                return json.loads(path.read_text()) if path.exists() else None
+            fs, root = self._remote()
+            with fs.open_input_stream(f"{root}/{name}") as f:
+                return json.loads(f.read())
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StoreUnavailable(f"cannot read {name} of the index at {self.uri}: {reason(exc)}") from exc
+
+    def write_json(self, name: str, value: Any) -> None:
+        """Whole or not at all: a local file is replaced by rename, an object by one PUT."""
+        data = json.dumps(value, indent=2, default=str).encode()
+        if (directory := self.local) is not None:
+            tmp = directory / f"{name}.tmp"
+            tmp.write_bytes(data)
+            tmp.replace(directory / name)
+            return
+        fs, root = self._remote()
+        try:
+            with fs.open_output_stream(f"{root}/{name}") as f:
+                f.write(data)
+        except OSError as exc:
+            raise StoreUnavailable(f"cannot write {name} of the index at {self.uri}: {reason(exc)}") from exc
+
+    def delete(self, name: str) -> None:
+        if (directory := self.local) is not None:
+            (directory / name).unlink(missing_ok=True)
+            return
+        fs, root = self._remote()
+        with contextlib.suppress(FileNotFoundError):
+            fs.delete_file(f"{root}/{name}")
+
+    def size(self) -> int:
+        if (directory := self.local) is not None:
+            return sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
+        fs, root = self._remote()
+        try:
+            infos = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+        except OSError:
+            return 0
+        return sum(i.size or 0 for i in infos if i.type == pafs.FileType.File)
+
+
+# What storage errors say, in the words an operator acts on. LanceDB's errors are the whole
+# request chain on one line; the first match below names the cause.
+CAUSES = (
+    ("tcp connect error", "nothing answers at the endpoint (AWS_ENDPOINT_URL)"),
+    ("dns error", "the endpoint's host name does not resolve (AWS_ENDPOINT_URL)"),
+    ("NoSuchBucket", "the bucket does not exist"),
+    ("InvalidAccessKeyId", "the store does not know the access key (AWS_ACCESS_KEY_ID)"),
+    ("SignatureDoesNotMatch", "the secret key is wrong (AWS_SECRET_ACCESS_KEY)"),
+    ("AccessDenied", "the credentials may not use this bucket"),
+    ("403 Forbidden", "the store refused the credentials"),
+    ("builder error", "the endpoint is plain HTTP: set SEMSEARCH_S3_ALLOW_HTTP=true, or use https"),
+    ("HTTP is not allowed", "the endpoint is plain HTTP: set SEMSEARCH_S3_ALLOW_HTTP=true, or use https"),
+)
+
+
+def reason(exc: BaseException) -> str:
+    """Why a storage call failed, in one short clause (never the request dump, never a key)."""
+    text = str(exc)
+    for marker, cause in CAUSES:
+        if marker in text:
+            return cause
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return first[:200]
