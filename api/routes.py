@@ -25,7 +25,7 @@ from semsearch.api import explain, gather, grep, snapshots, symbols
 from semsearch.api.auth import Principal, Read, TokenBook, Worker, Write, authenticate, needs
 from semsearch.api.retrieval import SearchEngine
 from semsearch.api.runs import Leases, RunNotFound, Runs
-from semsearch.api.store import ANN_KIND, Store
+from semsearch.api.store import ANN_KIND, Store, folder_views
 from semsearch.config import Settings
 from semsearch.corpus import files
 from semsearch.corpus.folders import FolderRegistry
@@ -137,20 +137,7 @@ def readyz(store: StoreDep, embedder: EmbedderDep) -> JSONResponse:
 
 
 def _folder_views(folders: FolderRegistry, store: Store) -> list[Folder]:
-    stats = store.folder_stats()
-    out = []
-    for f in folders.all():
-        s = stats.get(f.name)
-        out.append(
-            Folder(
-                name=f.name,
-                path=f.path,
-                files=s.files if s else 0,
-                chunks=s.chunks if s else 0,
-                last_indexed=s.last_indexed if s else None,
-            )
-        )
-    return out
+    return folder_views(folders.all(), store)
 
 
 @v1.get("/folders", dependencies=[READ])

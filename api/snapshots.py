@@ -49,6 +49,7 @@ from semsearch.api.store import (
     Store,
     build,
     chunk_schema,
+    folder_views,
 )
 from semsearch.config import Settings
 from semsearch.corpus.files import file_list
@@ -57,7 +58,6 @@ from semsearch.embedder.client import EmbedderClient
 from semsearch.schemas import (
     SNAPSHOT_FORMAT,
     SNAPSHOT_MANIFEST,
-    Folder,
     SnapshotFolder,
     SnapshotImported,
     SnapshotManifest,
@@ -260,20 +260,7 @@ def import_(
     finally:
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(settings.data_dir / STAGED, ignore_errors=True)
-    stats = store.folder_stats()
-    views = []
-    for folder in planned:
-        if folder.name in names:
-            s = stats.get(folder.name)
-            views.append(
-                Folder(
-                    name=folder.name,
-                    path=folder.path,
-                    files=s.files if s else 0,
-                    chunks=s.chunks if s else 0,
-                    last_indexed=s.last_indexed if s else None,
-                )
-            )
+    views = folder_views([f for f in planned if f.name in names], store)
     return SnapshotImported(
         digest=manifest.digest,
         folders=views,

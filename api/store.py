@@ -34,8 +34,9 @@ from semsearch.api.facts import IndexFacts
 from semsearch.api.filters import HIDDEN_STATUSES, TRUE, sql_in, sql_str
 from semsearch.api.lexical import lexical_document
 from semsearch.api.location import IndexLocation, StoreUnavailable, reason
+from semsearch.corpus.folders import RegisteredFolder
 from semsearch.malloc import trim
-from semsearch.schemas import FileChunks, FileStamp, IndexBatch, ManifestEntry
+from semsearch.schemas import FileChunks, FileStamp, Folder, IndexBatch, ManifestEntry
 
 SCHEMA_VERSION = 2  # 2: chunks have `kind`; the `symbols` table
 CHUNKS = "chunks"
@@ -553,6 +554,17 @@ class Store:
 
     def disk_bytes(self) -> int:
         return self.location.size()
+
+
+def folder_views(folders: list[RegisteredFolder], store: Store) -> list[Folder]:
+    """Registered folders as clients see them: with their files, chunks and last indexing."""
+    stats = store.folder_stats()
+    out = []
+    for f in folders:
+        s = stats.get(f.name)
+        files, chunks, when = (s.files, s.chunks, s.last_indexed) if s else (0, 0, None)
+        out.append(Folder(name=f.name, path=f.path, files=files, chunks=chunks, last_indexed=when))
+    return out
 
 
 def connect(location: IndexLocation) -> tuple[lancedb.DBConnection, set[str]]:
