@@ -11,6 +11,7 @@ import uvicorn
 from semsearch.api.app import create_app
 from semsearch.api.location import IndexLocation, StoreUnavailable
 from semsearch.api.store import connect
+from semsearch.api.writer import LeaseHeld, WriterLease
 from semsearch.config import load_settings
 from semsearch.malloc import limit_arenas
 from semsearch.security import is_loopback
@@ -37,12 +38,17 @@ def main() -> None:
             if directory.stat().st_uid == os.getuid():
                 directory.chmod(0o700)
     location = IndexLocation.from_settings(settings)
+    lease = None
     if location.local is None:
-        try:  # an unreachable or misconfigured store is one line at start, not a traceback
-            connect(location)
-        except StoreUnavailable as exc:
+        try:  # an unreachable or misconfigured store, or a second writer, is one line at start
+            db, _ = connect(location)
+            if settings.role != "query":
+                lease = WriterLease(location, db, settings.writer_lease_s)
+                lease.acquire()
+        except (StoreUnavailable, LeaseHeld) as exc:
             sys.exit(f"semsearch api: {exc}")
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info", access_log=False)
+    app = create_app(settings, lease)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info", access_log=False)
 
 
 if __name__ == "__main__":

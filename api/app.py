@@ -19,12 +19,14 @@ from semsearch.api.middleware import BodyLimit, HostGuard, PagePolicy
 from semsearch.api.retrieval import SearchEngine
 from semsearch.api.runs import Leases, Runs
 from semsearch.api.store import Store
+from semsearch.api.writer import WriterLease
 from semsearch.config import Settings
 from semsearch.corpus.folders import FolderRegistry
 from semsearch.embedder.client import EmbedderClient
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, lease: WriterLease | None = None) -> FastAPI:
+    """`lease`: the writer lease over a shared index, taken before the app starts (api/__main__.py)."""
     settings = settings or Settings()
 
     @asynccontextmanager
@@ -33,13 +35,23 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         recovered = snapshots.recover(settings)
         if recovered:
             logging.getLogger("semsearch.api").warning(recovered)
+        location = IndexLocation.from_settings(settings)
+        consistency = timedelta(seconds=settings.read_consistency_s)
+        replica = settings.role == "query"
         app.state.store = Store(
-            IndexLocation.from_settings(settings),
+            location,
             timedelta(seconds=settings.version_retention_s),
             settings.housekeeping_every_writes,
+            read_consistency=consistency if replica else None,
         )
+        # With the index on object storage the folder list lives beside it: every API over that
+        # index (the writer, its query replicas) reads one list.
         app.state.folders = FolderRegistry(
-            settings.folders_file, settings.corpus_root, [settings.data_dir, settings.model_cache_dir]
+            settings.folders_file,
+            settings.corpus_root,
+            [settings.data_dir, settings.model_cache_dir],
+            shared=location if location.local is None else None,
+            refresh_s=settings.read_consistency_s if replica else 0.0,
         )
         app.state.tokens = TokenBook(
             settings.tokens_path, settings.token, settings.token_rate_per_s, settings.token_long_polls
@@ -49,8 +61,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.runs = Runs()
         app.state.embedder = EmbedderClient(settings.embedder_target, timeout=settings.embedder_timeout_s)
         app.state.engine = SearchEngine(app.state.store, app.state.embedder, app.state.folders, settings)
+        app.state.lease = lease
         yield
         app.state.embedder.close()
+        if lease is not None:
+            lease.release()
 
     # /docs and /redoc with Swagger UI's and ReDoc's files from inside the installed package
     # (fastapi-offline): the servers this runs on are often offline, where a CDN is a blank page.

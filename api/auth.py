@@ -317,6 +317,17 @@ def needs(scope: str, every_folder: bool = False) -> Callable[..., Principal]:
 
     def check(request: Request, principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
         request.state.needs = scope
+        settings = request.app.state.settings
+        if scope != "read" and settings.role == "query":
+            writer = settings.writer_url or "the writer (SEMSEARCH_ROLE=writer)"
+            raise HTTPException(
+                status.HTTP_421_MISDIRECTED_REQUEST,
+                f"this API is a query replica (SEMSEARCH_ROLE=query): it answers searches and reads only; "
+                f"send writes, runs and admin requests to {writer}",
+            )
+        lease = getattr(request.app.state, "lease", None)
+        if scope != "read" and lease is not None and lease.lost:
+            raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, f"{lease.lost}; send writes to that writer")
         if not principal.may(scope):
             raise HTTPException(
                 status.HTTP_403_FORBIDDEN,

@@ -95,6 +95,7 @@ def search(
 ) -> SearchResponse:
     """The one ranking path: filters inside both arms, one fusion (`fuse`), abstention, provenance."""
     started = time.perf_counter()
+    store.refresh()  # a query replica: what the writer committed since
     registered = {f.name: f.path for f in folders.all()}
     unknown = sorted(set(request.folder or []) - set(registered))
     if unknown:

@@ -503,6 +503,7 @@ def get_status(store: StoreDep, embedder: EmbedderDep, folders: FoldersDep, sett
     views = _folder_views(folders, store)
     return Status(
         version=__version__,
+        role=settings.role,
         notice=store.notice,
         data_dir=str(settings.data_dir),
         index_bytes=store.disk_bytes(),

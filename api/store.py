@@ -16,6 +16,7 @@ import json
 import logging
 import shutil
 import threading
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -133,8 +134,18 @@ class FolderStats:
 
 
 class Store:
-    def __init__(self, location: IndexLocation, retention: timedelta, housekeeping_every: int) -> None:
+    def __init__(
+        self,
+        location: IndexLocation,
+        retention: timedelta,
+        housekeeping_every: int,
+        read_consistency: timedelta | None = None,
+    ) -> None:
+        """`read_consistency`: a query replica's — it never writes, and sees what the writer commits
+        within that interval (LanceDB re-checks for new versions, `refresh` for new tables)."""
         self.location = location
+        self.read_consistency = read_consistency
+        self._next_refresh = 0.0
         if location.local is not None:
             location.local.mkdir(parents=True, exist_ok=True)
         self.notice: str | None = None
@@ -153,7 +164,7 @@ class Store:
         return self.location.local
 
     def _open(self) -> None:
-        self._db, names = connect(self.location)
+        self._db, names = connect(self.location, self.read_consistency)
         self.meta: dict[str, Any] = self.location.read_json("meta.json") or {}
         self._files = self._db.open_table(FILES) if FILES in names else self._db.create_table(FILES, schema=FILE_SCHEMA)
         self._symbols = (
@@ -168,6 +179,19 @@ class Store:
         self.fts_ready = ["lexical"] in indexed
         self.ann_ready = ["vector"] in indexed
         self.facts = self._read_facts()
+        self._seen_versions = (self._files.version, self._chunks.version if self._chunks is not None else None)
+
+    def refresh(self) -> None:
+        """A query replica's view of what the writer did that a table's own re-check does not show:
+        a table created, an index built, folders' files added or removed (the facts filters skip
+        clauses by). At most once per consistency interval, and only when a version moved."""
+        if self.read_consistency is None or time.monotonic() < self._next_refresh:
+            return
+        with self._lock:
+            self._next_refresh = time.monotonic() + self.read_consistency.total_seconds()
+            seen = (self._files.version, self._chunks.version if self._chunks is not None else None)
+            if seen != self._seen_versions or self._chunks is None:
+                self._open()
 
     def _read_facts(self) -> IndexFacts:
         paths: dict[str, set[str]] = {}
@@ -567,10 +591,14 @@ def folder_views(folders: list[RegisteredFolder], store: Store) -> list[Folder]:
     return out
 
 
-def connect(location: IndexLocation) -> tuple[lancedb.DBConnection, set[str]]:
+def connect(
+    location: IndexLocation, read_consistency: timedelta | None = None
+) -> tuple[lancedb.DBConnection, set[str]]:
     """The database and its table names; a store that cannot be reached is one line naming it."""
     try:
-        db = lancedb.connect(location.uri, storage_options=location.storage_options or None)
+        db = lancedb.connect(
+            location.uri, storage_options=location.storage_options or None, read_consistency_interval=read_consistency
+        )
         return db, set(db.list_tables().tables)
     except Exception as exc:  # LanceDB reports storage errors as OSError, RuntimeError or ValueError
         raise StoreUnavailable(

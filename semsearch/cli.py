@@ -203,9 +203,10 @@ def embedder_(host: str | None, port: int | None) -> None:
 @main.command("api")
 @click.option("--host", help="Bind address (default: SEMSEARCH_HOST, 127.0.0.1).")
 @click.option("--port", type=int, help="Port (default: SEMSEARCH_PORT, 8765).")
-def api_(host: str | None, port: int | None) -> None:
-    """Run the REST API (it owns the index) in this process."""
-    _set_env(SEMSEARCH_HOST=host, SEMSEARCH_PORT=port)
+@click.option("--role", type=click.Choice(["all", "query", "writer"]), help="Default: SEMSEARCH_ROLE, all.")
+def api_(host: str | None, port: int | None, role: str | None) -> None:
+    """Run the REST API (it owns the index) in this process; `--role query` for a read replica."""
+    _set_env(SEMSEARCH_HOST=host, SEMSEARCH_PORT=port, SEMSEARCH_ROLE=role)
     service_part("semsearch.api.__main__", "api").main()
 
 

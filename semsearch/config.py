@@ -49,6 +49,21 @@ class Settings(BaseSettings):
         "with the standard AWS_ENDPOINT_URL / AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_REGION.",
     )
     s3_allow_http: bool = Field(False, description="Allow a plain-HTTP object-store endpoint (a local SeaweedFS).")
+    role: Literal["all", "query", "writer"] = Field(
+        "all",
+        description="all: one API does everything. Over an index on object storage, query replicas "
+        "(`query`) answer searches and reads and refuse writes, naming the writer (`writer`).",
+    )
+    read_consistency_s: float = Field(
+        2.0, gt=0, description="How stale a query replica's view may be: it checks for new versions this often."
+    )
+    writer_url: str | None = Field(None, description="Where a query replica sends writers (in its refusal).")
+    writer_lease_s: float = Field(
+        30.0,
+        gt=0,
+        description="A writer over a shared index holds a lease this long (renewed every third): a "
+        "writer that dies is replaced after it; a second writer is refused until then.",
+    )
     model_dir: Path | None = Field(
         None,
         description="A folder with model.onnx + tokenizer.json to use instead of the packaged int8 MiniLM.",

@@ -648,6 +648,7 @@ class EmbedderStatus(Wire):
 
 class Status(Wire):
     version: str
+    role: str = Field("all", description="all, or over a shared index: writer or query (a read replica).")
     notice: str | None = Field(None, description="Something an operator should act on (e.g. an index to rebuild).")
     data_dir: str
     index_bytes: int

@@ -1,26 +1,30 @@
 """The index on S3-compatible object storage (SeaweedFS, a real store on loopback): the store is
 checked first for the conditional PUT LanceDB's commits rely on; then an API whose index lives in
 a bucket indexes, searches, and answers the same after a restart with nothing of the index on
-local disk; a store that cannot be used is one line at start that names what failed."""
+local disk; a writer and two query replicas share one bucket; a store that cannot be used is one
+line at start that names what failed."""
 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import botocore.session
 import httpx
 import pytest
 from botocore.exceptions import ClientError
 
-from semsearch.processes import Service, api_env
+from semsearch.processes import Service, api_env, start_api
 from tests.conftest import SEMSEARCH, free_port
 from tests.object_store import ObjectStore, start_object_store
-from tests.test_reliability import index, write_corpus
+from tests.test_reliability import INDEXER, index, manifest, write_corpus
 
 pytestmark = pytest.mark.e2e
 
@@ -57,8 +61,10 @@ def test_the_store_lets_exactly_one_of_16_conditional_puts_win(store: ObjectStor
     assert set(outcomes) - {"won"} <= {"PreconditionFailed", "ConditionalRequestConflict"}, outcomes
 
 
-def start(data: Path, store: ObjectStore, uri: str, embedder_addr: str, port: int) -> tuple[Service, dict[str, str]]:
-    env = api_env(data, port, embedder_addr, SEMSEARCH_INDEX_URI=uri, **store.env())
+def start(
+    data: Path, store: ObjectStore, uri: str, embedder_addr: str, port: int, **extra: str
+) -> tuple[Service, dict[str, str]]:
+    env = api_env(data, port, embedder_addr, SEMSEARCH_INDEX_URI=uri, **store.env(), **extra)
     api = Service("semsearch.api", env, data / f"api-{port}.log").start()
     api.wait_http(f"http://127.0.0.1:{port}/readyz")
     return api, env
@@ -122,3 +128,116 @@ def test_a_store_that_cannot_be_used_is_one_line_at_start(
     assert started.returncode != 0 and len(lines) == 1, started.stderr[-2000:]
     assert lines[0].startswith("semsearch api: the index at s3://") and expected in lines[0], lines[0]
     assert env["AWS_SECRET_ACCESS_KEY"] not in started.stderr
+
+
+def test_a_writer_and_two_query_replicas_share_one_bucket(
+    store: ObjectStore, embedder_addr: str, tmp_path: Path
+) -> None:
+    uri = f"s3://{store.bucket}/shared-index"
+    writer, wenv = start(tmp_path / "writer", store, uri, embedder_addr, free_port(), SEMSEARCH_ROLE="writer")
+    replicas = [
+        start(
+            tmp_path / f"query-{i}",
+            store,
+            uri,
+            embedder_addr,
+            free_port(),
+            SEMSEARCH_ROLE="query",
+            SEMSEARCH_READ_CONSISTENCY_S="1",
+            SEMSEARCH_WRITER_URL=wenv["SEMSEARCH_URL"],
+        )  # fmt: skip
+        for i in range(2)
+    ]
+    urls = [env["SEMSEARCH_URL"] for _, env in replicas]
+
+    def poll(check: Any, what: str, timeout: float = 60) -> float:
+        """Seconds until `check()` holds on every replica (polled, never a guessed sleep)."""
+        began = time.monotonic()
+        while not all(check(url) for url in urls):
+            assert time.monotonic() - began < timeout, f"replicas never {what}"
+            time.sleep(0.1)
+        return time.monotonic() - began
+
+    def hits(url: str, query: str) -> list[tuple[str, int, float]]:
+        found = httpx.post(f"{url}/v1/search", json={"query": query, "k": 3, "minScore": -1}, timeout=60).json()
+        return [(h["relPath"], h["startLine"], round(h["cosine"], 5)) for h in found["hits"]]
+
+    try:
+        corpus = write_corpus(tmp_path / "corpus", files=4)
+        subprocess.run([SEMSEARCH, "add", str(corpus)], env=wenv, check=True, capture_output=True)
+        poll(lambda url: [f["name"] for f in httpx.get(f"{url}/v1/folders", timeout=30).json()] == ["corpus"],
+             "listed the folder added through the writer")  # fmt: skip
+        index(wenv)
+        poll(lambda url: bool(hits(url, "subject 22")), "saw the indexed chunks")
+        assert (
+            hits(urls[0], "subject 22") == hits(urls[1], "subject 22")
+            and hits(urls[0], "subject 22")[0][0] == "part02.md"
+        )
+
+        (corpus / "part01.md").write_text("# Part 1\nThe lighthouse keeper winds the clockwork at dusk.\n")
+        index(wenv)
+        lag = poll(lambda url: hits(url, "who winds the lighthouse clockwork")[0][0] == "part01.md", "saw the edit")
+        print(f"replica lag after the writer's run: {lag:.2f} s (consistency interval 1 s)")
+
+        refused = httpx.post(f"{urls[0]}/v1/folders", json={"path": str(corpus)}, timeout=30)
+        assert refused.status_code == 421 and wenv["SEMSEARCH_URL"] in refused.json()["detail"]
+        ran = subprocess.run([SEMSEARCH, "index"], env=replicas[0][1], capture_output=True, text=True, timeout=120)
+        assert ran.returncode == 1 and "query replica" in ran.stderr
+        status = httpx.get(f"{urls[1]}/v1/status", timeout=30).json()
+        assert status["role"] == "query" and status["files"] == 4
+    finally:
+        for service in [writer, *(r for r, _ in replicas)]:
+            service.stop()
+
+
+def test_one_writer_at_a_time_and_a_dead_writers_lease_lapses(
+    store: ObjectStore, embedder_addr: str, tmp_path: Path
+) -> None:
+    uri = f"s3://{store.bucket}/lease-index"
+    lease = {"SEMSEARCH_ROLE": "writer", "SEMSEARCH_WRITER_LEASE_S": "3"}
+    corpus = write_corpus(tmp_path / "corpus", files=30)
+    first, env = start(tmp_path / "first", store, uri, embedder_addr, free_port(), **lease)
+    fresh: Service | None = None
+    try:
+        contender = api_env(tmp_path / "second", free_port(), embedder_addr, SEMSEARCH_INDEX_URI=uri, **store.env())
+        second = subprocess.run(
+            [sys.executable, "-m", "semsearch.api"], env=contender | lease, capture_output=True, text=True,
+            timeout=120, check=False,
+        )  # fmt: skip
+        lines = second.stderr.strip().splitlines()
+        assert second.returncode != 0 and len(lines) == 1, second.stderr[-2000:]
+        assert "another writer holds the index" in lines[0] and f"pid {first.pid}" in lines[0] and "until" in lines[0]
+
+        subprocess.run([SEMSEARCH, "add", str(corpus)], env=env, check=True, capture_output=True)
+        run = subprocess.Popen(
+            INDEXER, env=env | {"SEMSEARCH_WRITE_BATCH_FILES": "1"}, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 120
+        while len(httpx.get(f"{env['SEMSEARCH_URL']}/v1/folders/corpus/manifest", timeout=30).json()["files"]) < 5:
+            assert time.monotonic() < deadline and run.poll() is None
+            time.sleep(0.05)
+        assert first.proc is not None
+        first.proc.send_signal(signal.SIGKILL)  # fault injector: the writer dies mid-write
+        first.proc.wait()
+        run.wait(timeout=120)
+
+        died = time.monotonic()
+        while fresh is None:  # refused while the dead writer's lease lasts, then it takes over
+            try:
+                fresh, env = start(tmp_path / "third", store, uri, embedder_addr, free_port(), **lease)
+            except RuntimeError:
+                assert time.monotonic() - died < 60, "the lease never lapsed"
+        print(f"takeover {time.monotonic() - died:.1f} s after the writer died (lease 3 s)")
+        index(env)  # the next run converges: the index as an undisturbed run builds it
+        reference, reference_env = start_api(tmp_path / "reference", embedder_addr)
+        try:
+            subprocess.run([SEMSEARCH, "add", str(corpus)], env=reference_env, check=True, capture_output=True)
+            index(reference_env)
+            assert manifest(env, "corpus") == manifest(reference_env, "corpus")
+        finally:
+            reference.stop()
+    finally:
+        for service in (first, fresh):
+            if service is not None:
+                service.stop()

@@ -6,8 +6,10 @@ import json
 import os
 import re
 import threading
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 # Trees that hold the system, devices or other programs' state, never a corpus: refused even
 # with --allow-outside-root (after resolving symlinks, so /var/run is /run).
@@ -42,18 +44,50 @@ class RegisteredFolder:
     path: str  # absolute, as the user gave it (symlinks kept, so results show their paths)
 
 
+class SharedJson(Protocol):
+    """Small JSON documents beside an index on object storage (api/location.py)."""
+
+    def read_json(self, name: str) -> Any | None: ...
+
+    def write_json(self, name: str, value: Any) -> None: ...
+
+
+SHARED_NAME = "folders.json"
+
+
 class FolderRegistry:
-    def __init__(self, file: Path, corpus_root: Path, protected: list[Path]) -> None:
-        """`protected`: directories of semsearch's own (data, cache) that no folder may overlap."""
+    def __init__(
+        self,
+        file: Path,
+        corpus_root: Path,
+        protected: list[Path],
+        shared: SharedJson | None = None,
+        refresh_s: float = 0.0,
+    ) -> None:
+        """`protected`: directories of semsearch's own (data, cache) that no folder may overlap.
+        `shared`: the list lives beside an index on object storage instead of in `file`, so every
+        API over that index reads the same list (re-read at most every `refresh_s`)."""
         self._file = file
         self._root = os.path.realpath(corpus_root)
         self._protected = [os.path.realpath(p) for p in protected]
         self._lock = threading.Lock()
+        self._shared, self._refresh_s, self._read_at = shared, refresh_s, 0.0
         self._folders: list[RegisteredFolder] = []
-        if file.exists():
+        if shared is not None:
+            found = shared.read_json(SHARED_NAME)
+            if found is None and file.exists():  # an index moved to a store brings its folders along
+                found = json.loads(file.read_text())
+                shared.write_json(SHARED_NAME, found)
+            self._folders = [RegisteredFolder(**item) for item in found or []]
+            self._read_at = time.monotonic()
+        elif file.exists():
             self._folders = [RegisteredFolder(**item) for item in json.loads(file.read_text())]
 
     def all(self) -> list[RegisteredFolder]:
+        if self._shared is not None and self._refresh_s and time.monotonic() - self._read_at > self._refresh_s:
+            found = self._shared.read_json(SHARED_NAME)
+            self._folders = [RegisteredFolder(**item) for item in found or []]
+            self._read_at = time.monotonic()
         return list(self._folders)
 
     def only(self, names: frozenset[str]) -> FolderRegistry:
@@ -61,7 +95,7 @@ class FolderRegistry:
         return _Limited(self, names)
 
     def get(self, name: str) -> RegisteredFolder:
-        for folder in self._folders:
+        for folder in self.all():
             if folder.name == name:
                 return folder
         raise FolderNotFound(f"no folder named {name!r}; `semsearch list` shows the registered ones")
@@ -70,16 +104,17 @@ class FolderRegistry:
         path, real = self._check_path(path, allow_outside_root)
         name = name or default_name(path)
         with self._lock:
-            self._check_overlap(path, real, name, self._folders)
+            current = self.all()
+            self._check_overlap(path, real, name, current)
             added = RegisteredFolder(name=name, path=path)
-            self._save([*self._folders, added])
+            self._save([*current, added])
             return added
 
     def plan(self, incoming: list[RegisteredFolder], allow_outside_root: bool = False) -> list[RegisteredFolder]:
         """The list after `incoming` replaces the folders of the same names (a snapshot import),
         each checked as `add` checks a folder; nothing is saved (`install` does)."""
         names = {f.name for f in incoming}
-        kept = [f for f in self._folders if f.name not in names]
+        kept = [f for f in self.all() if f.name not in names]
         checked: list[RegisteredFolder] = []
         for folder in incoming:
             path, real = self._check_path(folder.path, allow_outside_root)
@@ -151,10 +186,14 @@ class FolderRegistry:
     def remove(self, name: str) -> RegisteredFolder:
         with self._lock:
             folder = self.get(name)
-            self._save([f for f in self._folders if f.name != name])
+            self._save([f for f in self.all() if f.name != name])
             return folder
 
     def _save(self, folders: list[RegisteredFolder]) -> None:
+        if self._shared is not None:
+            self._shared.write_json(SHARED_NAME, [asdict(f) for f in folders])  # one PUT: whole or not at all
+            self._folders = folders
+            return
         self._file.parent.mkdir(parents=True, exist_ok=True)
         tmp = self._file.with_suffix(".tmp")
         tmp.write_text(json.dumps([asdict(f) for f in folders], indent=2))
