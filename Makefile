@@ -22,6 +22,9 @@ $(STAMP): pyproject.toml setup.py proto/embedder.proto tests/ts_client/package-l
 	cd tests/ts_client && npm ci --no-audit --no-fund --silent
 	command -v chromium >/dev/null || apt-get install -y -qq --no-install-recommends chromium \
 	  || (apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium)
+	# kubectl renders deploy/kubernetes (its built-in kustomize) for the manifests' tests.
+	command -v kubectl >/dev/null || apt-get install -y -qq kubernetes-client \
+	  || (apt-get update -qq && apt-get install -y -qq kubernetes-client)
 	touch $(STAMP)
 
 up: install
