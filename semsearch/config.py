@@ -12,7 +12,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 Compute = Literal["int8", "fp32"]  # how the embedding model runs its MatMuls
@@ -317,6 +317,17 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [h.strip() for h in value.strip("[]").replace('"', "").split(",") if h.strip()]
         return value
+
+    @model_validator(mode="after")
+    def _replicas_outlive_cleanup(self) -> Settings:
+        # A query replica may still read a version up to its consistency interval old; cleanup
+        # must keep versions longer than that, or its in-flight reads lose their files.
+        if self.role != "all" and self.version_retention_s <= self.read_consistency_s:
+            raise ValueError(
+                f"SEMSEARCH_VERSION_RETENTION_S ({self.version_retention_s:g}) must be longer than "
+                f"SEMSEARCH_READ_CONSISTENCY_S ({self.read_consistency_s:g}): query replicas read versions that old"
+            )
+        return self
 
     @cached_property
     def embedder_target(self) -> str:

@@ -100,6 +100,8 @@ def test_embedders_scale_as_a_pool_and_the_object_storage_profile_is_valid() -> 
     for name in ("api", "indexer-worker"):  # every replica of `--scale embedder=N`, round-robin
         assert services[name]["environment"]["SEMSEARCH_EMBEDDER_ADDR"] == "dns:///embedder:8766"
     assert services["seaweedfs"]["networks"] == {"backend": None} and "ports" not in services["seaweedfs"]
+    assert services["api-query"]["environment"]["SEMSEARCH_ROLE"] == "query"
+    assert [p["host_ip"] for p in services["api-query"]["ports"]] == ["127.0.0.1"]
     store = services["seaweedfs"]["environment"]
     assert (
         store["AWS_SECRET_ACCESS_KEY"] == services["api"]["environment"]["AWS_SECRET_ACCESS_KEY"] == "ci-secret-check"

@@ -179,6 +179,14 @@ def test_a_writer_and_two_query_replicas_share_one_bucket(
         lag = poll(lambda url: hits(url, "who winds the lighthouse clockwork")[0][0] == "part01.md", "saw the edit")
         print(f"replica lag after the writer's run: {lag:.2f} s (consistency interval 1 s)")
 
+        # Housekeeping on the writer (compaction, cleanup of old versions) while replicas answer.
+        with ThreadPoolExecutor(2) as pool:
+            asked = [pool.submit(hits, url, f"subject {i * 11}") for i in range(10) for url in urls]
+            for _ in range(3):
+                done = httpx.post(f"{wenv['SEMSEARCH_URL']}/v1/index/optimize", timeout=120)
+                assert done.status_code == 200, done.text
+            assert all(answer.result() for answer in asked)
+
         refused = httpx.post(f"{urls[0]}/v1/folders", json={"path": str(corpus)}, timeout=30)
         assert refused.status_code == 421 and wenv["SEMSEARCH_URL"] in refused.json()["detail"]
         ran = subprocess.run([SEMSEARCH, "index"], env=replicas[0][1], capture_output=True, text=True, timeout=120)
