@@ -44,8 +44,8 @@ def create_app(settings: Settings | None = None, lease: WriterLease | None = Non
             settings.housekeeping_every_writes,
             read_consistency=consistency if replica else None,
         )
-        # With the index on object storage the folder list lives beside it: every API over that
-        # index (the writer, its query replicas) reads one list.
+        # With the index on object storage the folder list and the run queue live beside it:
+        # every API over that index (the writer, its query replicas) reads the same ones.
         app.state.folders = FolderRegistry(
             settings.folders_file,
             settings.corpus_root,
@@ -58,7 +58,10 @@ def create_app(settings: Settings | None = None, lease: WriterLease | None = Non
         )
         app.state.limits = Limits()
         app.state.leases = Leases(settings.lease_ttl_s)
-        app.state.runs = Runs()
+        app.state.runs = Runs(
+            shared=location if location.local is None else None,
+            refresh_s=settings.read_consistency_s if replica else 0.0,
+        )
         app.state.embedder = EmbedderClient(settings.embedder_target, timeout=settings.embedder_timeout_s)
         app.state.engine = SearchEngine(app.state.store, app.state.embedder, app.state.folders, settings)
         app.state.lease = lease

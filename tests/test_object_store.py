@@ -158,6 +158,11 @@ def test_a_writer_and_two_query_replicas_share_one_bucket(
             time.sleep(0.1)
         return time.monotonic() - began
 
+    def follow(url: str, run_id: str) -> dict[str, Any]:
+        """The run as a replica sees it (not there yet: a state of its own, so `poll` asks again)."""
+        answer = httpx.get(f"{url}/v1/runs/{run_id}", params={"wait": 5}, timeout=30)
+        return answer.json() if answer.status_code == 200 else {"state": f"HTTP {answer.status_code}"}
+
     def hits(url: str, query: str) -> list[tuple[str, int, float]]:
         found = httpx.post(f"{url}/v1/search", json={"query": query, "k": 3, "minScore": -1}, timeout=60).json()
         return [(h["relPath"], h["startLine"], round(h["cosine"], 5)) for h in found["hits"]]
@@ -173,6 +178,21 @@ def test_a_writer_and_two_query_replicas_share_one_bucket(
             hits(urls[0], "subject 22") == hits(urls[1], "subject 22")
             and hits(urls[0], "subject 22")[0][0] == "part02.md"
         )
+
+        # The run queue is shared too: a run asked of the writer and executed by a worker is
+        # followed to its end on either replica, with the summary the writer holds.
+        worker = Service("semsearch.indexer", wenv, tmp_path / "worker.log").start("--worker")
+        try:
+            asked = httpx.post(f"{wenv['SEMSEARCH_URL']}/v1/runs", json={"folder": "corpus", "force": True}, timeout=30)
+            run_id = asked.json()["id"]
+            poll(lambda url: follow(url, run_id)["state"] == "done", "followed the run to its end", timeout=120)
+        finally:
+            worker.stop()
+        done = httpx.get(f"{wenv['SEMSEARCH_URL']}/v1/runs/{run_id}", timeout=30).json()
+        assert done["state"] == "done" and done["summary"]["filesProcessed"] == 4
+        for url in urls:
+            assert follow(url, run_id)["summary"] == done["summary"]
+            assert [r["id"] for r in httpx.get(f"{url}/v1/runs", timeout=30).json()] == [run_id]
 
         (corpus / "part01.md").write_text("# Part 1\nThe lighthouse keeper winds the clockwork at dusk.\n")
         index(wenv)
@@ -225,6 +245,8 @@ def test_one_writer_at_a_time_and_a_dead_writers_lease_lapses(
         while len(httpx.get(f"{env['SEMSEARCH_URL']}/v1/folders/corpus/manifest", timeout=30).json()["files"]) < 5:
             assert time.monotonic() < deadline and run.poll() is None
             time.sleep(0.05)
+        # A run asked for while no worker is there: the writer that takes over carries it on.
+        queued = httpx.post(f"{env['SEMSEARCH_URL']}/v1/runs", json={"folder": "corpus"}, timeout=30).json()
         assert first.proc is not None
         first.proc.send_signal(signal.SIGKILL)  # fault injector: the writer dies mid-write
         first.proc.wait()
@@ -237,7 +259,14 @@ def test_one_writer_at_a_time_and_a_dead_writers_lease_lapses(
             except RuntimeError:
                 assert time.monotonic() - died < 60, "the lease never lapsed"
         print(f"takeover {time.monotonic() - died:.1f} s after the writer died (lease 3 s)")
-        index(env)  # the next run converges: the index as an undisturbed run builds it
+        carried = httpx.get(f"{env['SEMSEARCH_URL']}/v1/runs/{queued['id']}", timeout=30).json()
+        assert carried.get("state") == "queued" and carried["request"] == queued["request"], carried
+        worker = Service("semsearch.indexer", env, tmp_path / "worker.log").start("--worker")
+        try:  # the queued run, executed for the new writer, converges: the index an undisturbed run builds
+            ran = httpx.get(f"{env['SEMSEARCH_URL']}/v1/runs/{queued['id']}", params={"wait": 60}, timeout=90).json()
+        finally:
+            worker.stop()
+        assert ran["state"] == "done", ran
         reference, reference_env = start_api(tmp_path / "reference", embedder_addr)
         try:
             subprocess.run([SEMSEARCH, "add", str(corpus)], env=reference_env, check=True, capture_output=True)
