@@ -49,7 +49,8 @@ ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 \
 # system is read-only at run time, and preparing it takes a 400 MB child process.
 RUN python -m semsearch.embedder.prepare
 USER semsearch
-ENTRYPOINT ["python", "-m", "semsearch.embedder"]
+ENTRYPOINT ["semsearch"]
+CMD ["embedder"]
 
 FROM with-git AS api
 COPY --from=build-api /opt/venv /opt/venv
@@ -57,16 +58,19 @@ COPY --from=build-api /opt/venv /opt/venv
 RUN mkdir /data && chown semsearch:semsearch /data
 ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 USER semsearch
-ENTRYPOINT ["python", "-m", "semsearch.api"]
+ENTRYPOINT ["semsearch"]
+CMD ["api"]
 
 FROM with-git AS indexer
 COPY --from=build-indexer /opt/venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 USER semsearch
-ENTRYPOINT ["python", "-m", "semsearch.indexer"]
+ENTRYPOINT ["semsearch"]
+CMD ["indexer"]
 
 FROM base AS mcp-bridge
 COPY --from=build-mcp /opt/venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 USER semsearch
-ENTRYPOINT ["python", "-m", "semsearch.mcp_bridge"]
+ENTRYPOINT ["semsearch"]
+CMD ["mcp"]

@@ -14,7 +14,7 @@ from semsearch.indexer.worker import Worker
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m semsearch.indexer", description="Index the registered folders.")
+    parser = argparse.ArgumentParser(prog="semsearch indexer", description="Index the registered folders.")
     parser.add_argument("path", nargs="?", help="a registered folder (name or path) or a path inside one")
     parser.add_argument("--force", action="store_true", help="re-read and re-embed every file")
     parser.add_argument("--max-files", type=int, help="stop after this many newly processed files")

@@ -218,6 +218,14 @@ def worker(watch: bool) -> None:
     indexer.main(["--worker", *(["--watch"] if watch else [])])
 
 
+@main.command("indexer", context_settings={"ignore_unknown_options": True, "help_option_names": []})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def indexer_(args: tuple[str, ...]) -> None:
+    """Run the indexer in this process: one pass over every folder, or PATH, and exit (the scheduled
+    job's entrypoint). Takes the indexer's own options: `semsearch indexer --help`."""
+    service_part("semsearch.indexer.__main__", "indexer").main(list(args))
+
+
 def _set_env(**values: object) -> None:
     for name, value in values.items():
         if value is not None:

@@ -46,7 +46,7 @@ def test_a_missing_token_is_an_error_not_an_open_api() -> None:
 def test_services_and_their_order(config: dict) -> None:
     services = config["services"]
     assert set(services) == {"embedder", "api", "indexer", "indexer-worker", "mcp-bridge"}
-    assert services["indexer-worker"]["command"] == ["--worker", "--watch"]
+    assert services["indexer-worker"]["command"] == ["worker", "--watch"]
     assert services["indexer"]["profiles"] == ["job"]
     assert services["api"]["depends_on"]["embedder"]["condition"] == "service_healthy"
     assert services["indexer"]["depends_on"]["api"]["condition"] == "service_healthy"
@@ -81,12 +81,16 @@ def test_containers_are_hardened(config: dict) -> None:
 
 @pytest.mark.parametrize("target", ["embedder", "api", "indexer", "mcp-bridge"])
 def test_images_run_as_non_root_with_the_process_entrypoint(target: str, config: dict) -> None:
-    """One Dockerfile, one stage per service: each ends non-root on its own `python -m` entrypoint."""
+    """One Dockerfile, one stage per service: each ends non-root on the CLI verb that starts it
+    (the packaging tests start each verb from a venv holding only the service's lock)."""
     stages = re.split(r"^FROM ", (ROOT / "Dockerfile").read_text(), flags=re.M)
     stage = next(s for s in stages if s.split("\n", 1)[0].endswith(f" AS {target}"))
-    module = "semsearch." + target.replace("-", "_")
+    verb = {"mcp-bridge": "mcp"}.get(target, target)
     assert "USER semsearch" in stage
-    assert f'ENTRYPOINT ["python", "-m", "{module}"]' in stage
+    assert 'ENTRYPOINT ["semsearch"]' in stage and f'CMD ["{verb}"]' in stage
+    from semsearch.cli import main
+
+    assert verb in main.commands
     assert "FROM python:3.11-slim AS base" in (ROOT / "Dockerfile").read_text()
     built = {name: s["build"]["target"] for name, s in config["services"].items()}
     assert target in built.values()

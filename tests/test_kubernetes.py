@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy" / "kubernetes"
 VERSION = "1.30.0"  # the oldest release still supported upstream when this was written
 OVERLAYS = ("one-node", "scaled")
+SERVICE_VERBS = {"embedder", "api", "worker", "indexer", "mcp"}
 
 
 def render(overlay: str) -> list[dict[str, Any]]:
@@ -30,6 +31,12 @@ def render(overlay: str) -> list[dict[str, Any]]:
 
 def by_name(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
     return next(d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name)
+
+
+def test_the_service_verbs_are_cli_commands() -> None:
+    from semsearch.cli import main
+
+    assert set(main.commands) >= SERVICE_VERBS
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -68,6 +75,8 @@ def test_the_topology_holds_in_each_overlay(overlay: str) -> None:
             continue
         assert pod["securityContext"]["runAsNonRoot"] is True, doc["metadata"]["name"]
         for container in pod["containers"]:
+            # Every container starts by a CLI verb (the images' entrypoint is `semsearch`).
+            assert container["args"][0] in SERVICE_VERBS, (doc["metadata"]["name"], container.get("args"))
             assert container["securityContext"]["readOnlyRootFilesystem"] is True
             assert container["resources"]["requests"] and container["resources"]["limits"]["memory"]
             for env in container.get("env", []):

@@ -92,7 +92,7 @@ def test_the_mcp_bridge_starts_from_its_extra_alone(mcp_venv: Path, stack: Stack
 
     async def tools() -> list[str]:
         params = StdioServerParameters(
-            command=str(mcp_venv / "bin" / "python"), args=["-m", "semsearch.mcp_bridge"], env=stack.env, cwd=mcp_venv
+            command=str(mcp_venv / "bin" / "semsearch"), args=["mcp"], env=stack.env, cwd=mcp_venv
         )
         async with Client(params) as client:
             listed = (await client.list_tools()).tools
@@ -124,7 +124,7 @@ def test_the_embedder_starts_from_its_extra_alone(embedder_venv: Path, tmp_path:
     assert not can_import(embedder_venv, "lancedb") and not can_import(embedder_venv, "fastapi")
     port = free_port()
     env = clean_env(SEMSEARCH_EMBEDDER_PORT=str(port), SEMSEARCH_MODEL_CACHE_DIR=str(tmp_path / "cache"))
-    service = _start(embedder_venv, "semsearch.embedder", env, tmp_path / "embedder.log")
+    service = _start(embedder_venv, "embedder", env, tmp_path / "embedder.log")
     try:
         service.wait_embedder(f"127.0.0.1:{port}", timeout=180)
         client = EmbedderClient(f"127.0.0.1:{port}")
@@ -156,7 +156,7 @@ def test_the_api_and_the_indexer_start_from_their_extras_alone(
     env = clean_env(SEMSEARCH_DATA_DIR=str(tmp_path / "data"), SEMSEARCH_PORT=str(port),
                     SEMSEARCH_EMBEDDER_ADDR=embedder_addr, SEMSEARCH_URL=f"http://127.0.0.1:{port}",
                     SEMSEARCH_CORPUS_ROOT=str(tmp_path))  # fmt: skip
-    api = _start(api_venv, "semsearch.api", env, tmp_path / "api.log")
+    api = _start(api_venv, "api", env, tmp_path / "api.log")
     try:
         api.wait_http(f"http://127.0.0.1:{port}/readyz", timeout=120)
         import httpx
@@ -170,7 +170,7 @@ def test_the_api_and_the_indexer_start_from_their_extras_alone(
         (corpus / "notes.md").write_text("# Notes\n\nThe lighthouse keeper logs the weather at noon.\n")
 
         assert httpx.post(f"{env['SEMSEARCH_URL']}/v1/folders", json={"path": str(corpus)}).status_code == 201
-        one_pass = subprocess.run([str(indexer_venv / "bin" / "python"), "-m", "semsearch.indexer"], env=env,
+        one_pass = subprocess.run([str(indexer_venv / "bin" / "semsearch"), "indexer"], env=env,
                                   cwd=tmp_path, capture_output=True, text=True, timeout=300)  # fmt: skip
         assert one_pass.returncode == 0, one_pass.stderr
         assert json.loads(one_pass.stdout.strip().splitlines()[-1])["filesProcessed"] == 1
@@ -178,11 +178,12 @@ def test_the_api_and_the_indexer_start_from_their_extras_alone(
         api.stop()
 
 
-def _start(venv: Path, module: str, env: dict[str, str], log: Path) -> Service:
+def _start(venv: Path, verb: str, env: dict[str, str], log: Path) -> Service:
+    """A service started as its image starts it: `semsearch VERB` from the venv of its lock."""
     log.parent.mkdir(parents=True, exist_ok=True)
-    service = Service(module, env, log)
+    service = Service(f"semsearch.{verb}", env, log)
     service.proc = subprocess.Popen(
-        [str(venv / "bin" / "python"), "-m", module],
+        [str(venv / "bin" / "semsearch"), verb],
         env=env,
         cwd=log.parent,
         stdout=log.open("wb"),
