@@ -183,8 +183,10 @@ def test_a_writer_and_two_query_replicas_share_one_bucket(
         # followed to its end on either replica, with the summary the writer holds.
         worker = Service("semsearch.indexer", wenv, tmp_path / "worker.log").start("--worker")
         try:
-            asked = httpx.post(f"{wenv['SEMSEARCH_URL']}/v1/runs", json={"folder": "corpus", "force": True}, timeout=30)
-            run_id = asked.json()["id"]
+            requested = httpx.post(
+                f"{wenv['SEMSEARCH_URL']}/v1/runs", json={"folder": "corpus", "force": True}, timeout=30
+            )
+            run_id = requested.json()["id"]
             poll(lambda url: follow(url, run_id)["state"] == "done", "followed the run to its end", timeout=120)
         finally:
             worker.stop()
