@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install up test test-fast lint typecheck compose-check clean eval bench fuzz soak lock sbom
+.PHONY: install up test test-fast lint typecheck compose-check clean eval bench bench-scale fuzz soak lock sbom
 
 install: $(STAMP)
 
@@ -90,6 +90,11 @@ eval: install
 # writes bench/results.json (~20 min on 2 cores).
 bench: install
 	$(BIN)/python -m bench.run
+
+# Scaling out, measured: pinned embedder replicas, the index on object storage (SeaweedFS),
+# replica freshness, 100k/300k/1M-chunk tables; writes bench/scale.json (~1 h on 2 cores).
+bench-scale: install
+	$(BIN)/python -m bench.scale
 
 # Long versions of the hostile-input and load tests (the suite runs short ones).
 # Generated cases (hypothesis, schemathesis) at 400 each, then every coverage-guided target for a minute.

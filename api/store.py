@@ -52,6 +52,10 @@ SYMBOL_COLUMNS = ["folder", "path", "name", "kind", "symbol_path", "start_line",
 FTS_CONFIG = FTS(stem=True, remove_stop_words=True, lower_case=True, ascii_folding=True, max_token_length=60)
 VERSION_RETENTION = timedelta(minutes=5)  # readers older than this may hold old versions open
 ANN_REFINE = 2  # re-rank 2 x limit ANN candidates exactly: recall@10 1.0 at 100k as with 5, 5.6 vs 8.3 ms
+# HNSW looks at ANN_EF x the candidates it hands to the exact re-rank: with LanceDB's default ef,
+# recall@10 was 0.967 at 100k rows (bench).
+ANN_EF = 2
+ANN_NPROBES: int | None = None  # IVF partitions searched; None: LanceDB's default
 ANN_KIND: Final = "IVF_HNSW_SQ"
 # 12 graph links per node instead of LanceDB's 20: the build of a 100k index peaked 35-60 MB
 # lower with the same recall@10 (1.0) and latency (interleaved, 300 queries), 51 vs 59 MB on disk.
@@ -440,9 +444,9 @@ class Store:
         search = self._chunks.search(vector.astype(np.float32), vector_column_name="vector")
         query = cast(LanceVectorQueryBuilder, search)
         if self.ann_ready:
-            # HNSW must look at more than the limit x refine candidates it hands to the exact
-            # re-rank: with its default ef, recall@10 was 0.967 at 100k rows; with this, 1.0 (bench).
-            query = query.refine_factor(ANN_REFINE).ef(2 * limit * ANN_REFINE)
+            query = query.refine_factor(ANN_REFINE).ef(ANN_EF * limit * ANN_REFINE)
+            if ANN_NPROBES is not None:
+                query = query.nprobes(ANN_NPROBES)
         if where != TRUE:
             query = query.where(where, prefilter=True)
         result = query.distance_type("cosine").select(RESULT_COLUMNS).limit(limit).to_arrow()

@@ -352,13 +352,23 @@ class Indexer:
         )
 
     def _embed(self, texts: list[str]) -> np.ndarray:
-        """Vectors in input order, sent in calls of at most `embed_batch_chunks`. The texts go
-        out sorted by length, so each call holds similar lengths and the embedder's padded
-        batches waste little (a call of mixed lengths pads short chunks to the longest)."""
+        """Vectors in input order, sent in calls of at most `embed_batch_chunks`, up to
+        `embed_calls_in_flight` at once. The texts go out sorted by length, so each call holds
+        similar lengths and the embedder's padded batches waste little (a call of mixed lengths
+        pads short chunks to the longest)."""
         step = self.settings.embed_batch_chunks
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         calls = [order[start : start + step] for start in range(0, len(order), step)]
-        parts = [(idx, self.embedder.embed([texts[i] for i in idx])) for idx in calls]
+        in_flight = min(self.settings.embed_calls_in_flight, len(calls))
+
+        def embed(idx: list[int]) -> tuple[list[int], np.ndarray]:
+            return idx, self.embedder.embed([texts[i] for i in idx])
+
+        if in_flight == 1:
+            parts = [embed(idx) for idx in calls]
+        else:  # a pool of embedders: gRPC's round robin sends each call to the next replica
+            with ThreadPoolExecutor(in_flight, thread_name_prefix="embed") as pool:
+                parts = list(pool.map(embed, calls))
         vectors = np.empty((len(texts), parts[0][1].shape[1]), dtype=np.float32)
         for idx, part in parts:
             vectors[idx] = part

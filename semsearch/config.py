@@ -193,6 +193,14 @@ class Settings(BaseSettings):
         "eval` measured above paragraphs on every code set; paragraph: code chunked like prose.",
     )
     embed_batch_chunks: int = Field(64, description="Chunks per Embed call: amortises gRPC, bounds memory.")
+    embed_in_flight: int | None = Field(
+        None,
+        ge=1,
+        le=64,
+        description="Embed calls a run keeps in flight. Each embedder runs its calls one after another, so one "
+        "call at a time keeps one replica of a pool busy and the rest idle, and calls beyond the pool's size "
+        "wait in a replica's queue. Default: one per address of a comma list, 4 for a dns:/// pool, else 1.",
+    )
     index_concurrency: int = Field(2, description="Threads reading and chunking ahead of the embedder.")
     write_batch_files: int = Field(32, description="Files per write to the API: few commits, small fragments.")
 
@@ -332,6 +340,15 @@ class Settings(BaseSettings):
     @cached_property
     def embedder_target(self) -> str:
         return self.embedder_addr or f"{self.embedder_host}:{self.embedder_port}"
+
+    @property
+    def embed_calls_in_flight(self) -> int:
+        if self.embed_in_flight is not None:
+            return self.embed_in_flight
+        target = self.embedder_target
+        if "," in target:
+            return len([part for part in target.split(",") if part.strip()])
+        return 4 if target.startswith("dns:") else 1
 
     @cached_property
     def api_url(self) -> str:

