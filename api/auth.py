@@ -326,8 +326,8 @@ def needs(scope: str, every_folder: bool = False) -> Callable[..., Principal]:
                 f"send writes, runs and admin requests to {writer}",
             )
         lease = getattr(request.app.state, "lease", None)
-        if scope != "read" and lease is not None and lease.lost:
-            raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, f"{lease.lost}; send writes to that writer")
+        if scope != "read" and lease is not None and (refusal := lease.refusal()):
+            raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, refusal)
         if not principal.may(scope):
             raise HTTPException(
                 status.HTTP_403_FORBIDDEN,

@@ -51,15 +51,16 @@ SYMBOL_COLUMNS = ["folder", "path", "name", "kind", "symbol_path", "start_line",
 # Stemmed and stop-worded like a good BM25 baseline; our `lexical` column adds identifier parts.
 FTS_CONFIG = FTS(stem=True, remove_stop_words=True, lower_case=True, ascii_folding=True, max_token_length=60)
 VERSION_RETENTION = timedelta(minutes=5)  # readers older than this may hold old versions open
-ANN_REFINE = 2  # re-rank 2 x limit ANN candidates exactly: recall@10 1.0 at 100k as with 5, 5.6 vs 8.3 ms
-# HNSW looks at ANN_EF x the candidates it hands to the exact re-rank: with LanceDB's default ef,
-# recall@10 was 0.967 at 100k rows (bench).
-ANN_EF = 2
+# The query side of the ANN index, chosen with `python -m bench.ann_study` on tables of 100k to
+# 1M rows (bench/ann_study.json): HNSW looks at ANN_EF x the candidates it hands to an exact
+# re-rank of ANN_REFINE x limit. 2 and 2 held recall@10 at 100k on one table and not on the next.
+ANN_REFINE = 4
+ANN_EF = 4
 ANN_NPROBES: int | None = None  # IVF partitions searched; None: LanceDB's default
 ANN_KIND: Final = "IVF_HNSW_SQ"
-# 12 graph links per node instead of LanceDB's 20: the build of a 100k index peaked 35-60 MB
-# lower with the same recall@10 (1.0) and latency (interleaved, 300 queries), 51 vs 59 MB on disk.
-ANN_CONFIG = HnswSq(distance_type="cosine", m=12)
+# 12 graph links per node instead of LanceDB's 20, and one graph per 50k rows: built faster and
+# with a lower peak, at the same recall (bench/ann_study.json).
+ANN_CONFIG = HnswSq(distance_type="cosine", m=12, target_partition_size=50_000)
 
 
 class ModelMismatch(ValueError):

@@ -6,8 +6,10 @@ so of any number of contenders for epoch n exactly one wins. The holder renews
 `writer_lease_<n>.json` (holder, deadline) every third of the lease; a writer that finds a live
 deadline refuses to start, naming the holder and when the lease ends; one that finds it expired
 contends for epoch n + 1. A holder that sees a newer epoch has lost the lease: it stops writing
-(its write requests get a 503 that names the new holder). LanceDB's own commits stay atomic
-either way, so a paused writer that wakes up after a takeover cannot corrupt the index.
+(its write requests get a 503 that names the new holder). A holder that could not renew within
+a lease (the store unreachable, the process paused) stops writing too, by its own clock, until
+it renews: by then another writer may have taken over. LanceDB's own commits stay atomic either
+way, so a writer that wakes up after a takeover cannot corrupt the index.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import os
 import re
 import socket
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 
 import lancedb
@@ -41,6 +44,7 @@ class WriterLease:
         self.epoch = 0
         self.lost: str | None = None
         self._stop = threading.Event()
+        self._valid_until = 0.0  # monotonic: the end of the lease as of its last renewal
 
     def _epochs(self) -> list[int]:
         return sorted(int(m.group(1)) for name in self.db.list_tables().tables if (m := EPOCH.match(name)))
@@ -70,10 +74,23 @@ class WriterLease:
         log.info("writer lease %d taken on %s", self.epoch, self.location)
 
     def _renew(self) -> None:
+        began = time.monotonic()  # before the write: the deadline others read is no earlier than this
         deadline = datetime.now(UTC) + self.ttl
         self.location.write_json(
             f"{PREFIX}{self.epoch}.json", {"holder": self.holder, "deadline": deadline.isoformat()}
         )
+        self._valid_until = began + self.ttl.total_seconds()
+
+    def refusal(self) -> str | None:
+        """Why this writer must not write now, or None."""
+        if self.lost is not None:
+            return f"{self.lost}; send writes to that writer"
+        if self.epoch and time.monotonic() > self._valid_until:
+            return (
+                f"this writer could not renew its lease on {self.location} in time (is the store reachable?), so "
+                "another writer may hold it now; it writes again once it renews — retry in a few seconds"
+            )
+        return None
 
     def _keep(self) -> None:
         while not self._stop.wait(self.ttl.total_seconds() / 3):

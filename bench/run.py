@@ -282,7 +282,7 @@ def synthetic_table(env: dict[str, str], source_index: Path, rows: int, folder: 
                 )  # fmt: skip
             body = {"modelId": info.model_id, "dimension": info.dimension, "upserts": upserts}
             http.post(f"/v1/folders/{folder.name}/batches", json=body).raise_for_status()
-        http.post("/v1/index/optimize").raise_for_status()
+        http.post("/v1/index/optimize", timeout=None).raise_for_status()  # a 1M-row build takes many minutes
     return np.vstack(all_vectors)[:rows]
 
 

@@ -22,7 +22,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from semsearch.object_store import ObjectStore, start_object_store
-from semsearch.processes import Service, api_env, start_api
+from semsearch.processes import Service, api_env, start_api, start_embedder
 from tests.conftest import SEMSEARCH, free_port
 from tests.test_reliability import INDEXER, index, manifest, write_corpus
 
@@ -130,17 +130,21 @@ def test_a_store_that_cannot_be_used_is_one_line_at_start(
     assert env["AWS_SECRET_ACCESS_KEY"] not in started.stderr
 
 
-def test_a_writer_and_two_query_replicas_share_one_bucket(
-    store: ObjectStore, embedder_addr: str, tmp_path: Path
+def test_a_writer_and_two_query_replicas_share_one_bucket_and_a_pool_of_two_embedders(
+    store: ObjectStore, tmp_path: Path
 ) -> None:
+    """The one-machine cluster: SeaweedFS, two embedders, one writer, two query replicas, a worker."""
+    embedders = [start_embedder(tmp_path / f"embedder-{i}.log") for i in range(2)]
+    pool = ",".join(address for _, address in embedders)
     uri = f"s3://{store.bucket}/shared-index"
-    writer, wenv = start(tmp_path / "writer", store, uri, embedder_addr, free_port(), SEMSEARCH_ROLE="writer")
+    writer, wenv = start(tmp_path / "writer", store, uri, pool, free_port(), SEMSEARCH_ROLE="writer",
+                         SEMSEARCH_EMBEDDER_RETRY_S="60")  # fmt: skip
     replicas = [
         start(
             tmp_path / f"query-{i}",
             store,
             uri,
-            embedder_addr,
+            pool,
             free_port(),
             SEMSEARCH_ROLE="query",
             SEMSEARCH_READ_CONSISTENCY_S="1",
@@ -158,9 +162,9 @@ def test_a_writer_and_two_query_replicas_share_one_bucket(
             time.sleep(0.1)
         return time.monotonic() - began
 
-    def follow(url: str, run_id: str) -> dict[str, Any]:
-        """The run as a replica sees it (not there yet: a state of its own, so `poll` asks again)."""
-        answer = httpx.get(f"{url}/v1/runs/{run_id}", params={"wait": 5}, timeout=30)
+    def follow(url: str, run_id: str, wait: float = 5) -> dict[str, Any]:
+        """The run as an API sees it (not there yet: a state of its own, so `poll` asks again)."""
+        answer = httpx.get(f"{url}/v1/runs/{run_id}", params={"wait": wait}, timeout=30)
         return answer.json() if answer.status_code == 200 else {"state": f"HTTP {answer.status_code}"}
 
     def hits(url: str, query: str) -> list[tuple[str, int, float]]:
@@ -168,30 +172,42 @@ def test_a_writer_and_two_query_replicas_share_one_bucket(
         return [(h["relPath"], h["startLine"], round(h["cosine"], 5)) for h in found["hits"]]
 
     try:
-        corpus = write_corpus(tmp_path / "corpus", files=4)
+        corpus = write_corpus(tmp_path / "corpus", files=40)
         subprocess.run([SEMSEARCH, "add", str(corpus)], env=wenv, check=True, capture_output=True)
         poll(lambda url: [f["name"] for f in httpx.get(f"{url}/v1/folders", timeout=30).json()] == ["corpus"],
              "listed the folder added through the writer")  # fmt: skip
         index(wenv)
-        poll(lambda url: bool(hits(url, "subject 22")), "saw the indexed chunks")
+        poll(lambda url: bool(hits(url, "subject 77")), "saw the indexed chunks")
         assert (
-            hits(urls[0], "subject 22") == hits(urls[1], "subject 22")
-            and hits(urls[0], "subject 22")[0][0] == "part02.md"
+            hits(urls[0], "subject 77") == hits(urls[1], "subject 77")
+            and hits(urls[0], "subject 77")[0][0] == "part07.md"
         )
 
-        # The run queue is shared too: a run asked of the writer and executed by a worker is
-        # followed to its end on either replica, with the summary the writer holds.
-        worker = Service("semsearch.indexer", wenv, tmp_path / "worker.log").start("--worker")
+        undisturbed = manifest(wenv, "corpus")
+
+        # The run queue is shared too: a forced run asked of the writer and executed by a worker is
+        # followed to its end on either replica, with the summary the writer holds — and one of the
+        # two embedders is killed in the middle of it.
+        worker = Service("semsearch.indexer", wenv | {"SEMSEARCH_WRITE_BATCH_FILES": "1"},
+                         tmp_path / "worker.log").start("--worker")  # fmt: skip
         try:
-            requested = httpx.post(
-                f"{wenv['SEMSEARCH_URL']}/v1/runs", json={"folder": "corpus", "force": True}, timeout=30
-            )
+            requested = httpx.post(f"{wenv['SEMSEARCH_URL']}/v1/runs", json={"folder": "corpus", "force": True},
+                                   timeout=30)  # fmt: skip
             run_id = requested.json()["id"]
-            poll(lambda url: follow(url, run_id)["state"] == "done", "followed the run to its end", timeout=120)
+            deadline = time.monotonic() + 120
+            while (seen := follow(wenv["SEMSEARCH_URL"], run_id, wait=0))["progress"]["filesDone"] < 5:
+                assert seen["state"] in ("queued", "running") and time.monotonic() < deadline, seen
+                time.sleep(0.05)
+            killed = embedders[0][0]
+            assert killed.proc is not None
+            killed.proc.send_signal(signal.SIGKILL)  # fault injector: one embedder dies mid-run
+            killed.proc.wait()
+            poll(lambda url: follow(url, run_id)["state"] == "done", "followed the run to its end", timeout=180)
         finally:
             worker.stop()
         done = httpx.get(f"{wenv['SEMSEARCH_URL']}/v1/runs/{run_id}", timeout=30).json()
-        assert done["state"] == "done" and done["summary"]["filesProcessed"] == 4
+        assert done["state"] == "done" and done["summary"]["filesProcessed"] == 40, done
+        assert manifest(wenv, "corpus") == undisturbed  # the run that lost an embedder built the same index
         for url in urls:
             assert follow(url, run_id)["summary"] == done["summary"]
             assert [r["id"] for r in httpx.get(f"{url}/v1/runs", timeout=30).json()] == [run_id]
@@ -202,11 +218,11 @@ def test_a_writer_and_two_query_replicas_share_one_bucket(
         print(f"replica lag after the writer's run: {lag:.2f} s (consistency interval 1 s)")
 
         # Housekeeping on the writer (compaction, cleanup of old versions) while replicas answer.
-        with ThreadPoolExecutor(2) as pool:
-            asked = [pool.submit(hits, url, f"subject {i * 11}") for i in range(10) for url in urls]
+        with ThreadPoolExecutor(2) as searches:
+            asked = [searches.submit(hits, url, f"subject {i * 11}") for i in range(10) for url in urls]
             for _ in range(3):
-                done = httpx.post(f"{wenv['SEMSEARCH_URL']}/v1/index/optimize", timeout=120)
-                assert done.status_code == 200, done.text
+                optimized = httpx.post(f"{wenv['SEMSEARCH_URL']}/v1/index/optimize", timeout=120)
+                assert optimized.status_code == 200, optimized.text
             assert all(answer.result() for answer in asked)
 
         refused = httpx.post(f"{urls[0]}/v1/folders", json={"path": str(corpus)}, timeout=30)
@@ -214,9 +230,9 @@ def test_a_writer_and_two_query_replicas_share_one_bucket(
         ran = subprocess.run([SEMSEARCH, "index"], env=replicas[0][1], capture_output=True, text=True, timeout=120)
         assert ran.returncode == 1 and "query replica" in ran.stderr
         status = httpx.get(f"{urls[1]}/v1/status", timeout=30).json()
-        assert status["role"] == "query" and status["files"] == 4
+        assert status["role"] == "query" and status["files"] == 40
     finally:
-        for service in [writer, *(r for r, _ in replicas)]:
+        for service in [writer, *(r for r, _ in replicas), *(e for e, _ in embedders)]:
             service.stop()
 
 
@@ -280,3 +296,36 @@ def test_one_writer_at_a_time_and_a_dead_writers_lease_lapses(
         for service in (first, fresh):
             if service is not None:
                 service.stop()
+
+
+def test_a_writer_that_cannot_renew_its_lease_stops_writing_until_it_renews(
+    store: ObjectStore, embedder_addr: str, tmp_path: Path
+) -> None:
+    """Past its lease without renewing, a writer cannot know that no other writer took over: it
+    refuses writes by its own clock (a write that needs no store shows it while the store is
+    frozen), and writes again once it has renewed."""
+    uri = f"s3://{store.bucket}/fenced-index"
+    writer, env = start(tmp_path / "writer", store, uri, embedder_addr, free_port(), SEMSEARCH_ROLE="writer",
+                        SEMSEARCH_WRITER_LEASE_S="3")  # fmt: skip
+    url = f"{env['SEMSEARCH_URL']}/v1/runs/no-such-run"  # a write route answered from memory
+
+    def until(status: int, what: str) -> httpx.Response:
+        deadline = time.monotonic() + 60
+        while (answer := httpx.delete(url, timeout=30)).status_code != status:
+            assert time.monotonic() < deadline, f"never {what}: {answer.status_code} {answer.text}"
+            time.sleep(0.1)
+        return answer
+
+    try:
+        assert httpx.delete(url, timeout=30).status_code == 404
+        store.process.send_signal(signal.SIGSTOP)  # fault injector: the store stops answering
+        try:
+            refused = until(503, "refused writes after the lease ran out")
+            assert "could not renew its lease" in refused.json()["detail"], refused.text
+            search = httpx.get(f"{env['SEMSEARCH_URL']}/v1/folders", timeout=30)
+            assert search.status_code == 200  # reads go on
+        finally:
+            store.process.send_signal(signal.SIGCONT)
+        until(404, "wrote again after renewing")
+    finally:
+        writer.stop()
