@@ -185,6 +185,18 @@ def test_a_token_limited_to_a_folder_sees_only_that_folder_everywhere(
     assert refused.is_error and "Spring" not in refused.content[0].text
 
 
+def audited(path: Path, until: Any) -> list[dict[str, Any]]:
+    """The audit log's lines once `until(lines)` holds: a line is written as its response ends,
+    which can be just after the client has the response (polled, with a deadline)."""
+    deadline = time.monotonic() + 15
+    while True:
+        lines = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+        if until(lines):
+            return lines
+        assert time.monotonic() < deadline, f"the audit log never showed it: {lines[-5:]}"
+        time.sleep(0.05)
+
+
 def test_writes_admin_actions_and_refusals_are_audited_without_secrets(
     guarded: tuple[Stack, dict[str, str], Path],
 ) -> None:
@@ -194,8 +206,9 @@ def test_writes_admin_actions_and_refusals_are_audited_without_secrets(
     call(stack, secrets["read"], {"method": "POST", "url": "/v1/index/reset", "json": {"confirm": False}})
     call(stack, None, {"method": "GET", "url": "/v1/status"})
     call(stack, secrets["read"], {"method": "POST", "url": "/v1/search", "json": {"query": marker}})
+    refused = lambda lines: any(x["action"] == "GET /v1/status" and x["token"] is None for x in lines)  # noqa: E731
+    lines = audited(Path(stack.env["SEMSEARCH_AUDIT_LOG"]), refused)
     log = Path(stack.env["SEMSEARCH_AUDIT_LOG"]).read_text()
-    lines = [json.loads(line) for line in log.splitlines()]
     run = [x for x in lines if x["action"] == "POST /v1/runs" and x["token"] == "matrix-write"]
     assert run and run[-1]["folder"] == "alpha" and run[-1]["outcome"] == "ok" and run[-1]["client"] == "127.0.0.1"
     reset = [x for x in lines if x["action"] == "POST /v1/index/reset" and x["token"] == "matrix-read"]
@@ -213,7 +226,7 @@ def test_queries_are_audited_as_hashes_when_asked(api_factory: Any, tmp_path: Pa
     stack = api_factory(SEMSEARCH_AUDIT_LOG=str(audit), SEMSEARCH_AUDIT_QUERIES="hash")
     with stack.http() as http:
         assert http.post("/v1/search", json={"query": "where the pilots board"}).status_code == 200
-    line = json.loads(audit.read_text().splitlines()[-1])
+    line = audited(audit, lambda lines: any(x["action"] == "POST /v1/search" for x in lines))[-1]
     assert line["action"] == "POST /v1/search" and line["query"]["chars"] == len("where the pilots board")
     assert "pilots" not in audit.read_text()
 
