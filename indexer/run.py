@@ -28,7 +28,7 @@ from semsearch.config import Settings
 from semsearch.corpus import screening
 from semsearch.corpus.discovery import FileList, size_limit
 from semsearch.corpus.extract import Unindexable, extract
-from semsearch.embedder.client import EmbedderClient
+from semsearch.embedder.client import EmbedderClient, calls_in_flight
 from semsearch.indexer.chunker import ChunkSizes, SharedCounts, chunk_document
 from semsearch.indexer.progress import Reporter
 from semsearch.indexer.syntax import CHUNKER, language_for
@@ -200,7 +200,9 @@ class Indexer:
 
     def finish_run(self) -> None:
         """Fold new rows into the full-text index, compact, and report the noise calibration."""
-        self.api.optimize()
+        optimized = self.api.optimize()
+        for kind in optimized.built:
+            self.out.line(f"Built the {kind} index over {optimized.chunks:,} chunks")
         cal = self.api.calibration()
         if cal.p99 is not None:
             self.out.line(
@@ -353,13 +355,14 @@ class Indexer:
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         """Vectors in input order, sent in calls of at most `embed_batch_chunks`, up to
-        `embed_calls_in_flight` at once. The texts go out sorted by length, so each call holds
-        similar lengths and the embedder's padded batches waste little (a call of mixed lengths
-        pads short chunks to the longest)."""
+        `embed_in_flight` at once (by default one per embedder replica). The texts go out sorted
+        by length, so each call holds similar lengths and the embedder's padded batches waste
+        little (a call of mixed lengths pads short chunks to the longest)."""
         step = self.settings.embed_batch_chunks
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         calls = [order[start : start + step] for start in range(0, len(order), step)]
-        in_flight = min(self.settings.embed_calls_in_flight, len(calls))
+        asked = calls_in_flight(self.settings.embedder_target, self.settings.embed_in_flight)
+        in_flight = min(asked, len(calls))
 
         def embed(idx: list[int]) -> tuple[list[int], np.ndarray]:
             return idx, self.embedder.embed([texts[i] for i in idx])

@@ -45,8 +45,9 @@ class Settings(BaseSettings):
     )
     index_uri: str | None = Field(
         None,
-        description="Where the index lives: default $SEMSEARCH_DATA_DIR/index; or s3://bucket/prefix (gs://, az://) "
-        "with the standard AWS_ENDPOINT_URL / AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_REGION.",
+        description="Where the index lives: default $SEMSEARCH_DATA_DIR/index; or s3://bucket/prefix with the "
+        "standard AWS_ENDPOINT_URL / AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_REGION; az://container/prefix "
+        "with AZURE_STORAGE_ACCOUNT_NAME / AZURE_STORAGE_ACCOUNT_KEY; gs:// as LanceDB accepts it.",
     )
     s3_allow_http: bool = Field(False, description="Allow a plain-HTTP object-store endpoint (a local SeaweedFS).")
     role: Literal["all", "query", "writer"] = Field(
@@ -267,7 +268,7 @@ class Settings(BaseSettings):
         ["archive"], description="Path fragments hidden unless --all (case-insensitive), e.g. old material."
     )
     ann_min_rows: int = Field(
-        20_000, description="Build the ANN (IVF_HNSW_SQ) index from this many chunks; below it a flat scan is fast."
+        20_000, description="Build the ANN (IVF_SQ) index from this many chunks; below it a flat scan is fast."
     )
     version_retention_s: float = Field(
         300, description="Old LanceDB versions are kept this long: a reader still on one must not break."
@@ -340,15 +341,6 @@ class Settings(BaseSettings):
     @cached_property
     def embedder_target(self) -> str:
         return self.embedder_addr or f"{self.embedder_host}:{self.embedder_port}"
-
-    @property
-    def embed_calls_in_flight(self) -> int:
-        if self.embed_in_flight is not None:
-            return self.embed_in_flight
-        target = self.embedder_target
-        if "," in target:
-            return len([part for part in target.split(",") if part.strip()])
-        return 4 if target.startswith("dns:") else 1
 
     @cached_property
     def api_url(self) -> str:

@@ -502,6 +502,11 @@ class Outline(Wire):
 class Optimized(Wire):
     chunks: int
     version: int | None = None
+    built: list[str] = Field(
+        default_factory=list,
+        description="Indices this step built: the vector index by its kind (`IVF_SQ`), `FTS`; empty when it "
+        "only folded new rows into the ones there.",
+    )
 
 
 class GrepRequest(Request):
@@ -657,8 +662,9 @@ class Status(Wire):
     files: int
     chunks: int
     vector_index: str = Field(
-        description="`IVF_HNSW_SQ` once the table has SEMSEARCH_ANN_MIN_ROWS chunks (built by the indexer's "
-        "optimize step), else `flat` (exact scan)."
+        description="`IVF_SQ` once the table has SEMSEARCH_ANN_MIN_ROWS chunks (built by the indexer's "
+        "optimize step; an index of another kind an earlier version built is named as it is until that "
+        "step rebuilds it), else `flat` (exact scan)."
     )
     full_text_index: bool
     snapshot: SnapshotOrigin | None = Field(None, description="Set when the index was imported from a snapshot.")

@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 import lancedb
 import pytest
+from lancedb.index import HnswSq
 
 from semsearch.processes import Service, api_env, free_port, start_api, start_embedder
 from tests.conftest import SEMSEARCH, wait_until_free
@@ -334,26 +335,51 @@ def test_ann_index_is_built_once_and_used_after_a_restart(tmp_path: Path, embedd
     api, env = start_api(tmp_path / "data", embedder_addr, SEMSEARCH_ANN_MIN_ROWS="64")
     subprocess.run([SEMSEARCH, "add", str(work)], env=env, check=True, capture_output=True)
     try:
-        index(env)
+        assert "Built the IVF_SQ index over" in index(env).stdout
         status = httpx.get(f"{env['SEMSEARCH_URL']}/v1/status").json()
-        assert status["chunks"] >= 64 and status["vectorIndex"] == "IVF_HNSW_SQ" and status["fullTextIndex"]
-        before = vector_index_uuid(tmp_path / "data")
+        assert status["chunks"] >= 64 and status["vectorIndex"] == "IVF_SQ" and status["fullTextIndex"]
         query = {"query": "subject 99", "k": 5}
         hits = httpx.post(f"{env['SEMSEARCH_URL']}/v1/search", json=query).json()["hits"]
     finally:
         api.stop()
     api, env = start_api(tmp_path / "data", embedder_addr, SEMSEARCH_ANN_MIN_ROWS="64")
     try:
-        assert httpx.get(f"{env['SEMSEARCH_URL']}/v1/status").json()["vectorIndex"] == "IVF_HNSW_SQ"
+        assert httpx.get(f"{env['SEMSEARCH_URL']}/v1/status").json()["vectorIndex"] == "IVF_SQ"
         assert httpx.post(f"{env['SEMSEARCH_URL']}/v1/search", json=query).json()["hits"] == hits
         (work / "part03.md").write_text("# Part 3\nA rewritten part about tide tables.\n")
-        index(env)  # an incremental run updates the index; it does not build a new one
-        assert vector_index_uuid(tmp_path / "data") == before
+        run = index(env)  # an incremental run folds its rows into the index; it does not build a new one
+        assert " 1 indexed " in run.stdout and "Built the" not in run.stdout
+        assert httpx.get(f"{env['SEMSEARCH_URL']}/v1/status").json()["vectorIndex"] == "IVF_SQ"
     finally:
         api.stop()
 
 
-def vector_index_uuid(data_dir: Path) -> str:
-    table = lancedb.connect(str(data_dir / "index")).open_table("chunks")
-    [index] = [i for i in table.list_indices() if i.columns == ["vector"]]
-    return str(index.index_uuid)
+def test_an_ann_index_an_earlier_version_built_is_used_then_rebuilt_once_by_the_next_run(
+    tmp_path: Path, embedder_addr: str
+) -> None:
+    """Earlier versions built IVF_HNSW_SQ; an upgraded API queries it as it is (with the graph's
+    own parameters) and the next run that changes files rebuilds it as today's kind, once."""
+    work = write_corpus(tmp_path / "corpus", files=40)
+    api, env = start_api(tmp_path / "data", embedder_addr, SEMSEARCH_ANN_MIN_ROWS="64")
+    subprocess.run([SEMSEARCH, "add", str(work)], env=env, check=True, capture_output=True)
+    try:
+        index(env)
+    finally:
+        api.stop()
+    table = lancedb.connect(str(tmp_path / "data" / "index")).open_table("chunks")
+    table.create_index("vector", config=HnswSq(distance_type="cosine", m=12), replace=True)  # as 0.x did
+    api, env = start_api(tmp_path / "data", embedder_addr, SEMSEARCH_ANN_MIN_ROWS="64")
+    query = {"query": "subject 77", "k": 5, "mode": "vector"}
+    try:
+        assert httpx.get(f"{env['SEMSEARCH_URL']}/v1/status").json()["vectorIndex"] == "IVF_HNSW_SQ"
+        before = httpx.post(f"{env['SEMSEARCH_URL']}/v1/search", json=query).json()["hits"]
+        assert len(before) == 5
+        (work / "part03.md").write_text("# Part 3\nA rewritten part about tide tables.\n")
+        assert "Built the IVF_SQ index over" in index(env).stdout
+        assert httpx.get(f"{env['SEMSEARCH_URL']}/v1/status").json()["vectorIndex"] == "IVF_SQ"
+        after = httpx.post(f"{env['SEMSEARCH_URL']}/v1/search", json=query).json()["hits"]
+        assert [(h["relPath"], h["startLine"]) for h in after] == [(h["relPath"], h["startLine"]) for h in before]
+        (work / "part04.md").write_text("# Part 4\nAnother rewrite.\n")
+        assert "Built the" not in index(env).stdout  # once
+    finally:
+        api.stop()

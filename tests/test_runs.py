@@ -1,8 +1,12 @@
-"""Leases and the run queue as plain objects, on a clock the test moves by hand (no sleeping)."""
+"""Leases and the run queue as plain objects, on a clock the test moves by hand (no sleeping),
+and the queue's publishing over a store that stalls (a fault injected by a fake, named as such)."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -60,3 +64,49 @@ def test_cancelling_a_running_run_stops_its_worker_at_the_next_report() -> None:
     assert finished.state == "cancelled"
     queued = runs.request(RunRequest(folder="x"))
     assert runs.cancel(queued.id).state == "cancelled" and runs.try_claim("w") is None
+
+
+class StalledStore:
+    """Fault injection: an object store whose PUTs hang until released (a slow or stalled store)."""
+
+    def __init__(self) -> None:
+        self.documents: dict[str, Any] = {}
+        self.release = threading.Event()
+        self.writing = threading.Event()
+
+    def read_json(self, name: str) -> Any | None:
+        return self.documents.get(name)
+
+    def write_json(self, name: str, value: Any) -> None:
+        self.writing.set()
+        assert self.release.wait(30), "the test never released the store"
+        self.documents[name] = value
+
+
+def test_a_stalled_store_holds_up_only_the_change_that_publishes_not_the_queue() -> None:
+    """The writer publishes its queue outside the queue's lock: while one change waits on the
+    store, every other run endpoint still answers, and the copy that lands is the newest."""
+    store = StalledStore()
+    runs = Runs(Clock(), shared=store)
+    asking = threading.Thread(target=runs.request, args=(RunRequest(force=True),))
+    asking.start()
+    assert store.writing.wait(10)  # the request's PUT is in flight, and stuck
+    listed = ThreadResult(runs.recent)  # would wait for the PUT if it were made under the lock
+    assert [r.state for r in listed.value(10)] == ["queued"]  # while the store is still stalled
+    claimed = ThreadResult(runs.try_claim, "w")
+    store.release.set()
+    asking.join(10)
+    assert claimed.value(10) is not None
+    assert [r["state"] for r in store.documents["runs.json"]] == ["running"]
+
+
+class ThreadResult:
+    def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
+        self._out: list[Any] = []
+        self._thread = threading.Thread(target=lambda: self._out.append(fn(*args)))
+        self._thread.start()
+
+    def value(self, timeout: float) -> Any:
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), "the call did not return"
+        return self._out[0]

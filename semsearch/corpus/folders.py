@@ -6,10 +6,10 @@ import json
 import os
 import re
 import threading
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol
+
+from semsearch.shared import SharedDocument, SharedJson
 
 # Trees that hold the system, devices or other programs' state, never a corpus: refused even
 # with --allow-outside-root (after resolving symlinks, so /var/run is /run).
@@ -44,14 +44,6 @@ class RegisteredFolder:
     path: str  # absolute, as the user gave it (symlinks kept, so results show their paths)
 
 
-class SharedJson(Protocol):
-    """Small JSON documents beside an index on object storage (api/location.py)."""
-
-    def read_json(self, name: str) -> Any | None: ...
-
-    def write_json(self, name: str, value: Any) -> None: ...
-
-
 SHARED_NAME = "folders.json"
 
 
@@ -71,23 +63,20 @@ class FolderRegistry:
         self._root = os.path.realpath(corpus_root)
         self._protected = [os.path.realpath(p) for p in protected]
         self._lock = threading.Lock()
-        self._shared, self._refresh_s, self._read_at = shared, refresh_s, 0.0
+        self._shared = None if shared is None else SharedDocument(shared, SHARED_NAME, refresh_s)
         self._folders: list[RegisteredFolder] = []
-        if shared is not None:
-            found = shared.read_json(SHARED_NAME)
+        if self._shared is not None:
+            found = self._shared.load()
             if found is None and file.exists():  # an index moved to a store brings its folders along
                 found = json.loads(file.read_text())
-                shared.write_json(SHARED_NAME, found)
+                self._shared.save(found)
             self._folders = [RegisteredFolder(**item) for item in found or []]
-            self._read_at = time.monotonic()
         elif file.exists():
             self._folders = [RegisteredFolder(**item) for item in json.loads(file.read_text())]
 
     def all(self) -> list[RegisteredFolder]:
-        if self._shared is not None and self._refresh_s and time.monotonic() - self._read_at > self._refresh_s:
-            found = self._shared.read_json(SHARED_NAME)
-            self._folders = [RegisteredFolder(**item) for item in found or []]
-            self._read_at = time.monotonic()
+        if self._shared is not None and self._shared.stale():
+            self._folders = [RegisteredFolder(**item) for item in self._shared.load() or []]
         return list(self._folders)
 
     def only(self, names: frozenset[str]) -> FolderRegistry:
@@ -191,7 +180,7 @@ class FolderRegistry:
 
     def _save(self, folders: list[RegisteredFolder]) -> None:
         if self._shared is not None:
-            self._shared.write_json(SHARED_NAME, [asdict(f) for f in folders])  # one PUT: whole or not at all
+            self._shared.save([asdict(f) for f in folders])
             self._folders = folders
             return
         self._file.parent.mkdir(parents=True, exist_ok=True)
