@@ -240,10 +240,14 @@ def main() -> None:
     parser.add_argument("--sizes", default="100000,300000,1000000", help="table sizes of step 4")
     parser.add_argument("--out", type=Path, default=HERE / "scale.json")
     parser.add_argument("--finish", help="only build and measure the table left in this work dir (by name)")
+    parser.add_argument("--growth-only", action="store_true", help="only step 4, over the source a full run left")
     args = parser.parse_args()
     work: Path = args.work / "scale"
     if args.finish:
         resume(args, work)
+        return
+    if args.growth_only:
+        growth_only(args, work)
         return
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -292,22 +296,44 @@ def main() -> None:
 
         console.print("4. query cost as the table grows")
         local["alternatives"] = alternatives(work / "local-base" / "index", client, queries)
-        sizes = [int(s) for s in args.sizes.split(",")]
-        for rows in sizes:
-            name = f"local{rows}"
-            console.print(f"   {rows:,} chunks")
-            entry, vectors, _ = table(work, name, rows, address, source, queries)
-            entry["alternatives"] = alternatives(work / name / "index", client, queries)
-            del vectors
-            results["growth"].append(entry)
-            save(args.out)
-            shutil.rmtree(work / name, ignore_errors=True)  # 1M chunks are GBs: keep the disk for the next
+        grow(work, [int(s) for s in args.sizes.split(",")], client, address, source, queries, args.out)
     finally:
         client.close()
         embedder.stop()
     save(args.out)
     report()
     console.print(f"wrote {args.out}")
+
+
+def grow(work: Path, sizes: list[int], client: EmbedderClient, address: str, source: Path, queries: list[str],
+         out: Path) -> None:  # fmt: skip
+    """Step 4 for each size: a table built, measured, then deleted (1M chunks are GBs)."""
+    for rows in sizes:
+        name = f"local{rows}"
+        console.print(f"   {rows:,} chunks")
+        entry, vectors, _ = table(work, name, rows, address, source, queries)
+        del vectors
+        entry["alternatives"] = alternatives(work / name / "index", client, queries)
+        results.setdefault("growth", []).append(entry)
+        save(out)
+        shutil.rmtree(work / name, ignore_errors=True)
+
+
+def growth_only(args: argparse.Namespace, work: Path) -> None:
+    """Step 4 alone, over the source table a full run left in the work dir."""
+    embedder, address = start_embedder(work / "embedder-growth.log")
+    client = EmbedderClient(address)
+    try:
+        mix = corpus_chunks(corpus(args.work), client.count_tokens)
+        random.Random(1).shuffle(mix)
+        queries = [" ".join(t.split()[:8]) for t in mix[:200] if len(t.split()) >= 4][:100]
+        results["machine"] = {"cpus": os.cpu_count(), "cpu": cpu_model()}
+        sizes = [int(s) for s in args.sizes.split(",")]
+        grow(work, sizes, client, address, work / "corpus" / "index", queries, args.out)
+    finally:
+        client.close()
+        embedder.stop()
+    report()
 
 
 def resume(args: argparse.Namespace, work: Path) -> None:
