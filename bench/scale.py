@@ -28,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,14 @@ HERE = Path(__file__).resolve().parent
 ALTERNATIVES = [AnnQuery(2, 4, 20), AnnQuery(2, 4, 30), AnnQuery(1, 4, 40), AnnQuery(4, 4, 40), AnnQuery(2, 4, 80)]
 console = Console()
 results: dict[str, Any] = {}
+
+
+def bench_queries(root: Path, count_tokens: Callable[[list[str]], list[int]]) -> tuple[list[str], list[str]]:
+    """The corpus's chunks shuffled as `make bench` shuffles them, and the 100 queries it asks
+    (the first words of chunks)."""
+    mix = corpus_chunks(root, count_tokens)
+    random.Random(1).shuffle(mix)
+    return mix, [" ".join(t.split()[:8]) for t in mix[:200] if len(t.split()) >= 4][:100]
 
 
 def save(out: Path) -> None:
@@ -256,9 +265,7 @@ def main() -> None:
 
     embedder, address = start_embedder(work / "embedder.log")
     client = EmbedderClient(address)
-    mix = corpus_chunks(root, client.count_tokens)
-    random.Random(1).shuffle(mix)
-    queries = [" ".join(t.split()[:8]) for t in mix[:200] if len(t.split()) >= 4][:100]
+    mix, queries = bench_queries(root, client.count_tokens)
     try:
         console.print("1. indexing throughput: 1 vs 2 pinned embedder replicas")
         results["throughput"] = throughput(work, root, mix)
@@ -324,9 +331,7 @@ def growth_only(args: argparse.Namespace, work: Path) -> None:
     embedder, address = start_embedder(work / "embedder-growth.log")
     client = EmbedderClient(address)
     try:
-        mix = corpus_chunks(corpus(args.work), client.count_tokens)
-        random.Random(1).shuffle(mix)
-        queries = [" ".join(t.split()[:8]) for t in mix[:200] if len(t.split()) >= 4][:100]
+        _, queries = bench_queries(corpus(args.work), client.count_tokens)
         results["machine"] = {"cpus": os.cpu_count(), "cpu": cpu_model()}
         sizes = [int(s) for s in args.sizes.split(",")]
         grow(work, sizes, client, address, work / "corpus" / "index", queries, args.out)
@@ -341,9 +346,7 @@ def resume(args: argparse.Namespace, work: Path) -> None:
     embedder, address = start_embedder(work / "embedder-finish.log")
     client = EmbedderClient(address)
     try:
-        mix = corpus_chunks(corpus(args.work), client.count_tokens)
-        random.Random(1).shuffle(mix)
-        queries = [" ".join(t.split()[:8]) for t in mix[:200] if len(t.split()) >= 4][:100]
+        _, queries = bench_queries(corpus(args.work), client.count_tokens)
         entry = finish_table(work, args.finish, address, queries)
         entry["buildSeconds"] = None  # the rows were written by the cut run; only the indices here
         results["growth"].append(entry)
