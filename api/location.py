@@ -26,6 +26,9 @@ class StoreUnavailable(RuntimeError):
     (never a credential)."""
 
 
+AZURE_SCHEMES = ("az", "abfs", "abfss")
+
+
 @dataclass
 class IndexLocation:
     uri: str
@@ -51,7 +54,7 @@ class IndexLocation:
     def to_check(self) -> str:
         """What an operator checks when the store cannot be used, in its scheme's variables."""
         scheme = urlparse(self.uri).scheme
-        if scheme in ("az", "abfs", "abfss"):
+        if scheme in AZURE_SCHEMES:
             return "the container and prefix, AZURE_STORAGE_ACCOUNT_NAME and AZURE_STORAGE_ACCOUNT_KEY"
         if scheme == "gs":
             return "the bucket and prefix and GOOGLE_APPLICATION_CREDENTIALS"
@@ -71,7 +74,7 @@ class IndexLocation:
                     scheme=endpoint.scheme or "https",
                 )
                 self._fs = (fs, f"{parsed.netloc}{parsed.path}")
-            elif parsed.scheme in ("az", "abfs", "abfss"):
+            elif parsed.scheme in AZURE_SCHEMES:
                 self._fs = (azure_filesystem(), f"{parsed.netloc}{parsed.path}")
             else:
                 self._fs = pafs.FileSystem.from_uri(self.uri)

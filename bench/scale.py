@@ -131,7 +131,7 @@ def alternatives(index: Path, embedder: EmbedderClient, queries: list[str]) -> l
 
 
 def table(work: Path, name: str, rows: int, address: str, source: Path, queries: list[str],
-          extra: dict[str, str] | None = None) -> tuple[dict[str, Any], np.ndarray, dict[str, str]]:  # fmt: skip
+          extra: dict[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
     """Build a `rows`-chunk table through a fresh API; measure it there and in a fresh API."""
     extra = extra or {}
     api, env = start_api(work / name, address, SEMSEARCH_VERSION_RETENTION_S="5", **extra)
@@ -143,8 +143,8 @@ def table(work: Path, name: str, rows: int, address: str, source: Path, queries:
                                  "apiBuildPeakRssMb": round(rss_peak_mb(api.pid), 1)}  # fmt: skip
     finally:
         api.stop()
-    env = serving(work / name, address, vectors, queries, entry, extra)
-    return entry, vectors, env
+    serving(work / name, address, vectors, queries, entry, extra)
+    return entry
 
 
 def serving(data: Path, address: str, vectors: np.ndarray, queries: list[str], entry: dict[str, Any],
@@ -282,9 +282,9 @@ def main() -> None:
         store = start_object_store(work / "seaweedfs")
         remote_extra = {"SEMSEARCH_INDEX_URI": f"s3://{store.bucket}/scale-base", **store.env()}
         try:
-            local, _, _ = table(work, "local-base", args.base, address, source, queries)
+            local = table(work, "local-base", args.base, address, source, queries)
             results["growth"] = [local]
-            remote, _, _ = table(work, "s3-base", args.base, address, source, queries, remote_extra)
+            remote = table(work, "s3-base", args.base, address, source, queries, remote_extra)
             api_local, lenv = start_api(work / "local-base", address)
             api_remote, renv = start_api(work / "s3-base", address, **remote_extra)
             try:
@@ -318,8 +318,7 @@ def grow(work: Path, sizes: list[int], client: EmbedderClient, address: str, sou
     for rows in sizes:
         name = f"local{rows}"
         console.print(f"   {rows:,} chunks")
-        entry, vectors, _ = table(work, name, rows, address, source, queries)
-        del vectors
+        entry = table(work, name, rows, address, source, queries)
         entry["alternatives"] = alternatives(work / name / "index", client, queries)
         results.setdefault("growth", []).append(entry)
         save(out)
