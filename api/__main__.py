@@ -48,7 +48,18 @@ def main() -> None:
         except (StoreUnavailable, LeaseHeld) as exc:
             sys.exit(f"semsearch api: {exc}")
     app = create_app(settings, lease)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info", access_log=False)
+    # X-Forwarded-For is believed only from the proxies named (uvicorn trusts loopback by default,
+    # so any local process could write another client's address into the audit log).
+    proxies = settings.forwarded_allow_ips
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level="info",
+        access_log=False,
+        proxy_headers=proxies is not None,
+        forwarded_allow_ips=proxies,
+    )
 
 
 if __name__ == "__main__":

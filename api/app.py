@@ -56,9 +56,10 @@ def create_app(settings: Settings | None = None, lease: WriterLease | None = Non
         app.state.tokens = TokenBook(
             settings.tokens_path, settings.token, settings.token_rate_per_s, settings.token_long_polls
         )
-        app.state.limits = Limits()
+        app.state.limits = Limits(heavy_per_caller=settings.token_heavy_reads, heavy_total=settings.heavy_reads)
         app.state.leases = Leases(settings.lease_ttl_s)
         app.state.runs = Runs(
+            silence=timedelta(seconds=settings.run_silence_s),
             shared=location if location.local is None else None,
             refresh_s=settings.read_consistency_s if replica else 0.0,
         )

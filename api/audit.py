@@ -71,5 +71,7 @@ class Audit:
                 if self.queries == "text"
                 else {"sha256": hashlib.sha256(query.encode()).hexdigest(), "chars": len(query)}
             )
-        self._sink.write(json.dumps(line, ensure_ascii=False) + "\n")
+        # ASCII: U+2028, U+0085 and friends are escaped, so no value can split a record for a reader
+        # that breaks lines on them (Python's splitlines() does).
+        self._sink.write(json.dumps(line, ensure_ascii=True) + "\n")
         self._sink.flush()

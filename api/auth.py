@@ -62,6 +62,8 @@ class Principal:
         """The folders a request may cover: what it asked for, within the token's folders."""
         if self.folders is None:
             return requested
+        if not self.folders:  # never "every folder": an empty list limits a token to nothing
+            raise HTTPException(status.HTTP_403_FORBIDDEN, f"token {self.name!r} covers no folder; ask an admin")
         if not requested:
             return sorted(self.folders)
         denied = sorted(set(requested) - self.folders)
@@ -163,6 +165,13 @@ class TokenBook:
                 f"the tokens file {self.path} has entries with an unknown scope or hash ({', '.join(bad)}); "
                 f"scopes are {', '.join(SCOPES)} and hashes sha256:<hex>",
             )
+        empty = [e.name for e in entries if e.folders == []]
+        if empty:  # `[]` read as "no limit" once gave such a token every folder
+            raise HTTPException(
+                status.HTTP_503_SERVICE_UNAVAILABLE,
+                f"the tokens file {self.path} gives {', '.join(empty)} an empty folder list; name at least one "
+                "folder, or remove the `folders` key for a token that covers every folder",
+            )
         return entries
 
     def configured(self) -> bool:
@@ -239,11 +248,42 @@ class Limits:
 
     BURST_MIN = 20
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, clock: Callable[[], float] = time.monotonic, heavy_per_caller: int = 2, heavy_total: int = 8
+    ) -> None:
         self._clock = clock
         self._lock = threading.Lock()
         self._buckets: dict[str, tuple[float, float]] = {}  # name -> (tokens left, when)
         self._polls: dict[str, int] = {}
+        self._heavy: dict[str | None, int] = {}
+        self.heavy_per_caller, self.heavy_total = heavy_per_caller, heavy_total
+
+    @contextmanager
+    def heavy(self, principal: Principal) -> Iterator[None]:
+        """A read that may hold a worker thread for seconds (grep, gather's file reads): at most
+        `heavy_per_caller` per token (the open API counts as one caller) and `heavy_total` in all,
+        refused at once with a 429 rather than queued on a thread."""
+        name = principal.name
+        with self._lock:
+            mine, total = self._heavy.get(name, 0), sum(self._heavy.values())
+            if mine >= self.heavy_per_caller or total >= self.heavy_total:
+                who = f"token {name!r} has" if name else "this caller has"
+                reason = (
+                    f"{who} {mine} greps/gathers running (at most {self.heavy_per_caller} at once)"
+                    if mine >= self.heavy_per_caller
+                    else f"{total} greps/gathers are running for all callers (at most {self.heavy_total})"
+                )
+                raise HTTPException(
+                    status.HTTP_429_TOO_MANY_REQUESTS,
+                    f"{reason}; retry when one has returned, or narrow it with a folder or path filter",
+                    headers={"Retry-After": "1"},
+                )
+            self._heavy[name] = mine + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._heavy[name] -= 1
 
     def admit(self, principal: Principal) -> None:
         rate = principal.rate_per_s

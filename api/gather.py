@@ -44,15 +44,18 @@ def with_context(hit: Hit, lines: int, folders: FolderRegistry, settings: Settin
         opened = files.read(hit.file_path, folders, settings)
     except files.Refused:
         return hit.text, hit.start_line
+    if opened.folder.name != hit.folder or opened.rel_path != hit.rel_path:  # resolved elsewhere: not this hit's file
+        return hit.text, hit.start_line
     start = max(1, hit.start_line - lines)
     end = min(len(opened.lines), hit.end_line + lines)
     return "\n".join(opened.lines[start - 1 : end]), start
 
 
-def gather(request: GatherRequest, engine: SearchEngine) -> GatherResponse:
+def gather(request: GatherRequest, engine: SearchEngine, folders: FolderRegistry) -> GatherResponse:
+    """`folders`: the registry as the caller's token sees it; context lines are read through it."""
     search_fields = set(SearchRequest.model_fields)
     result = engine.search(SearchRequest(**request.model_dump(include=search_fields)))
-    folders, settings, embedder = engine.folders, engine.settings, engine.embedder
+    settings, embedder = engine.settings, engine.embedder
     note = f"_Note: {result.query_note}_\n\n" if result.query_note else ""
     covered = result.coverage.note if result.coverage and result.coverage.note else None
     tail = f"\n_Coverage: {covered}._\n" if covered else ""

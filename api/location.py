@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -107,6 +108,32 @@ class IndexLocation:
                 f.write(data)
         except OSError as exc:
             raise StoreUnavailable(f"cannot write {name} of the index at {self.uri}: {reason(exc)}") from exc
+
+    def modified(self, name: str) -> datetime | None:
+        """When `name` was last written, by the store's own clock (an object's Last-Modified, a
+        file's mtime); None if it does not exist."""
+        try:
+            if (directory := self.local) is not None:
+                path = directory / name
+                return datetime.fromtimestamp(path.stat().st_mtime, UTC) if path.exists() else None
+            fs, root = self._remote()
+            info = fs.get_file_info(f"{root}/{name}")
+        except OSError as exc:
+            raise StoreUnavailable(f"cannot read {name} of the index at {self.uri}: {reason(exc)}") from exc
+        if info.type == pafs.FileType.NotFound or info.mtime is None:
+            return None
+        mtime: datetime = info.mtime
+        return mtime if mtime.tzinfo else mtime.replace(tzinfo=UTC)
+
+    def store_now(self, probe: str) -> datetime:
+        """The store's clock now: the time it stamps on a small object written for the purpose.
+        Leases are judged on it, so a machine whose own clock runs ahead cannot see a live lease
+        as lapsed."""
+        self.write_json(probe, {"at": "now"})
+        stamp = self.modified(probe)
+        if stamp is None:
+            raise StoreUnavailable(f"the index at {self.uri} did not keep {probe} just written; is the store healthy?")
+        return stamp
 
     def delete(self, name: str) -> None:
         if (directory := self.local) is not None:

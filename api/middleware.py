@@ -61,6 +61,20 @@ class HostGuard:
             await errors.problem(403, "Host not allowed", detail)(scope, receive, send)
             return
         origin = headers.get("origin")
+        fetched_from = headers.get("sec-fetch-site")
+        if (
+            scope["path"].startswith("/v1/")
+            and fetched_from in ("cross-site", "same-site")
+            and (origin is None or not self.origin_allowed(origin, host))
+        ):
+            # A page elsewhere (another site, or another port of this host) can make the browser send
+            # GETs without an Origin (`<img src=…/v1/snapshot>`): the browser's own header says so.
+            detail = (
+                f"a {fetched_from} request from a page this API did not serve was refused: call the API from a "
+                "script or its own pages, or add the page's origin to SEMSEARCH_ALLOWED_ORIGINS"
+            )
+            await errors.problem(403, "Cross-site request refused", detail)(scope, receive, send)
+            return
         if origin is not None and not self.origin_allowed(origin, host):
             detail = (
                 f"cross-origin request from {origin!r} refused: only pages served by this API may call it from "

@@ -126,14 +126,20 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@health.get("/readyz", dependencies=[Depends(authenticate)])
-def readyz(store: StoreDep, embedder: EmbedderDep) -> JSONResponse:
-    """Ready: the index is open and the embedder answers."""
+@health.get("/readyz")
+def readyz(
+    store: StoreDep, embedder: EmbedderDep, principal: Annotated[Principal, Depends(authenticate)]
+) -> JSONResponse:
+    """Ready: the index is open and the embedder answers. Where the index lives is told only to a
+    token that covers every folder."""
     try:
         info = embedder.info()
     except EmbedderError as exc:
         return JSONResponse({"status": "not ready", "embedder": str(exc)}, status_code=503)
-    return JSONResponse({"status": "ready", "model": info.model_id, "index": str(store.location)})
+    answer = {"status": "ready", "model": info.model_id}
+    if principal.folders is None:
+        answer["index"] = str(store.location)
+    return JSONResponse(answer)
 
 
 def _folder_views(folders: FolderRegistry, store: Store) -> list[Folder]:
@@ -214,7 +220,7 @@ def request_run(body: RunRequest, request: Request, folders: FoldersDep, runs: R
         folders.get(body.folder)
     elif principal.folders is not None:
         raise HTTPException(status.HTTP_403_FORBIDDEN, "this token is limited to folders: name the folder to index")
-    return runs.request(body)
+    return runs.request(body, principal.name)
 
 
 @v1.get("/runs")
@@ -298,10 +304,13 @@ def search(body: SearchRequest, request: Request, engine: EngineDep, principal: 
 
 
 @v1.post("/gather")
-def gather_(body: GatherRequest, request: Request, engine: EngineDep, principal: Read) -> GatherResponse:
+def gather_(
+    body: GatherRequest, request: Request, engine: EngineDep, folders: FoldersDep, principal: Read
+) -> GatherResponse:
     """Search, then pack the hits (with context lines) into one Markdown block for a context window."""
     request.state.query = body.query
-    return gather.gather(body.model_copy(update={"folder": principal.limit(body.folder)}), engine)
+    with request.app.state.limits.heavy(principal):
+        return gather.gather(body.model_copy(update={"folder": principal.limit(body.folder)}), engine, folders)
 
 
 @v1.get("/files", dependencies=[READ])
@@ -368,12 +377,15 @@ def explain_path(
 
 
 @v1.post("/grep")
-def grep_(body: GrepRequest, folders: FoldersDep, settings: SettingsDep, principal: Read) -> GrepResponse:
+def grep_(
+    body: GrepRequest, request: Request, folders: FoldersDep, settings: SettingsDep, principal: Read
+) -> GrepResponse:
     """Find a literal (or RE2 regex) in the indexed files — never in ignored ones."""
-    return grep.grep(body.model_copy(update={"folder": principal.limit(body.folder)}), folders, settings)
+    with request.app.state.limits.heavy(principal):
+        return grep.grep(body.model_copy(update={"folder": principal.limit(body.folder)}), folders, settings)
 
 
-@v1.post("/index/optimize", dependencies=[WRITE])
+@v1.post("/index/optimize", dependencies=[Depends(needs("write", every_folder=True))])
 def optimize(store: StoreDep, settings: SettingsDep) -> Optimized:
     """Bring the full-text (and ANN) index up to date, compact, drop old versions. Indexers call it after a run."""
     return Optimized.model_validate(store.optimize(settings.ann_min_rows))
@@ -469,12 +481,14 @@ def revoke_token(name: str, tokens: TokensDep) -> TokenView:
     return tokens.revoke(name)
 
 
-@v1.get("/calibration", dependencies=[READ])
+@v1.get("/calibration")
 def calibration(
-    store: StoreDep, settings: SettingsDep, pairs: Annotated[int, Query(ge=10, le=5000)] = 500
+    store: StoreDep, settings: SettingsDep, principal: Read, pairs: Annotated[int, Query(ge=10, le=5000)] = 500
 ) -> Calibration:
-    """Cosine of random chunk pairs from your own index: its p99 is a floor for `minScore`."""
-    vectors = store.sample_vectors(2 * pairs)
+    """Cosine of random chunk pairs from your own index (a folder-limited token: its folders'): its
+    p99 is a floor for `minScore`."""
+    limited = sorted(principal.folders) if principal.folders is not None else None
+    vectors = store.sample_vectors(2 * pairs, folders=limited)
     if len(vectors) < 4:
         return Calibration(pairs=0, p99=None, suggested_min_score=None, min_score=settings.min_score)
     half = len(vectors) // 2
@@ -485,9 +499,13 @@ def calibration(
     )
 
 
-@v1.get("/status", dependencies=[READ])
-def get_status(store: StoreDep, embedder: EmbedderDep, folders: FoldersDep, settings: SettingsDep) -> Status:
-    """Model, embedder, folders, totals and index size."""
+@v1.get("/status")
+def get_status(
+    store: StoreDep, embedder: EmbedderDep, folders: FoldersDep, settings: SettingsDep, principal: Read
+) -> Status:
+    """Model, embedder, folders, totals and index size (the index's size and place: tokens that
+    cover every folder)."""
+    every_folder = principal.folders is None
     try:
         info = embedder.info()
         emb = EmbedderStatus(
@@ -505,8 +523,8 @@ def get_status(store: StoreDep, embedder: EmbedderDep, folders: FoldersDep, sett
         version=__version__,
         role=settings.role,
         notice=store.notice,
-        data_dir=str(settings.data_dir),
-        index_bytes=store.disk_bytes(),
+        data_dir=str(settings.data_dir) if every_folder else None,
+        index_bytes=store.disk_bytes() if every_folder else None,
         embedder=emb,
         folders=views,
         files=sum(f.files for f in views),

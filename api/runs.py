@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from semsearch.api.location import StoreUnavailable
-from semsearch.limits import KEEP_LINES, KEEP_RUNS, MAX_QUEUED
+from semsearch.limits import KEEP_LINES, KEEP_RUNS, MAX_QUEUED, MAX_QUEUED_PER_TOKEN
 from semsearch.schemas import (
     FINISHED,
     Lease,
@@ -113,12 +113,25 @@ PUBLISH_PROGRESS_S = 1.0
 log = logging.getLogger("semsearch.api")
 
 
+# A cancelled run whose worker does not report within this long is ended as cancelled: its worker
+# is gone (it would have stopped at its next report, at most 0.5 s after a file).
+CANCEL_GRACE = timedelta(seconds=30)
+
+
 class Runs:
-    def __init__(self, clock: Clock = now, shared: SharedJson | None = None, refresh_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        clock: Clock = now,
+        shared: SharedJson | None = None,
+        refresh_s: float = 0.0,
+        silence: timedelta = timedelta(minutes=10),
+    ) -> None:
         """`shared`: keep the queue beside an index on object storage. The writer (`refresh_s`
         0) loads it at start and publishes every change; a query replica only reads it, at most
-        every `refresh_s` seconds."""
+        every `refresh_s` seconds. `silence`: how long a running run's worker may go without
+        reporting before the run is failed (the worker died, or hangs)."""
         self.now = clock
+        self.silence = silence
         self._cond = threading.Condition()
         self._runs: OrderedDict[str, Run] = OrderedDict()
         self._shared = None if shared is None else SharedDocument(shared, SHARED_RUNS, refresh_s)
@@ -169,20 +182,51 @@ class Runs:
             except (StoreUnavailable, OSError) as exc:
                 log.warning("%s; the run queue will be published again at its next change", exc)
 
-    def request(self, request: RunRequest) -> Run:
-        """A new queued run, or the queued run that asks for the same thing (it will see today's files too)."""
+    def _expire(self) -> bool:
+        """Under `_cond`, on the writer: ends the running runs whose worker went silent (a worker
+        killed mid-file, a hung extractor) — failed, or cancelled if that was asked. True if any."""
+        if self._shared is not None and self._shared.replica:
+            return False
+        moment, changed = self.now(), False
+        for run in self._runs.values():
+            if run.state != "running":
+                continue
+            quiet = moment - (run.reported_at or run.started_at or run.created_at)
+            if run.cancel_requested and quiet > CANCEL_GRACE:
+                run.state, run.finished_at, changed = "cancelled", moment, True
+            elif quiet > self.silence:
+                run.state, run.finished_at, changed = "failed", moment, True
+                run.error = (
+                    f"its worker ({run.worker}) stopped reporting {quiet.total_seconds():.0f} s ago (it died or "
+                    "hung); its log above says where it was. Request the run again: files already written are kept"
+                )
+        if changed:
+            self._cond.notify_all()
+        return changed
+
+    def request(self, request: RunRequest, requester: str | None = None) -> Run:
+        """A new queued run, or the queued run that asks for the same thing (it will see today's files too).
+        `requester`: the token asking; each may have MAX_QUEUED_PER_TOKEN runs queued."""
         with self._cond:
             queued = [r for r in self._runs.values() if r.state == "queued"]
             asked = RunAsked.model_validate(request.model_dump())
             for existing in queued:
                 if existing.request == asked:
                     return existing
+            theirs = [r for r in queued if r.requested_by == requester]
+            if requester is not None and len(theirs) >= MAX_QUEUED_PER_TOKEN:
+                raise QueueFull(
+                    f"token {requester!r} already has {len(theirs)} index runs queued (at most "
+                    f"{MAX_QUEUED_PER_TOKEN}); wait for them (GET /v1/runs) or cancel some (DELETE /v1/runs/ID)"
+                )
             if len(queued) >= MAX_QUEUED:
                 raise QueueFull(
                     f"{len(queued)} index runs are already queued; wait for them (GET /v1/runs) or cancel some "
                     "(DELETE /v1/runs/ID)"
                 )
-            run = Run(id=uuid.uuid4().hex[:12], state="queued", request=asked, created_at=self.now())
+            run = Run(
+                id=uuid.uuid4().hex[:12], state="queued", request=asked, requested_by=requester, created_at=self.now()
+            )
             self._runs[run.id] = run
             self._trim()
             copy = self._copy()
@@ -193,15 +237,21 @@ class Runs:
     def get(self, run_id: str) -> Run:
         with self._cond:
             self._reload()
+            copy = self._copy() if self._expire() else None
             if run_id not in self._runs:
                 kept = "beside the index" if self._shared is not None else "in memory until the API restarts"
                 raise RunNotFound(f"no index run {run_id!r}; the last {KEEP_RUNS} runs are kept {kept}")
-            return self._runs[run_id]
+            run = self._runs[run_id]
+        self._publish(copy)
+        return run
 
     def recent(self) -> list[Run]:
         with self._cond:
             self._reload()
-            return list(reversed(self._runs.values()))
+            copy = self._copy() if self._expire() else None
+            runs = list(reversed(self._runs.values()))
+        self._publish(copy)
+        return runs
 
     def try_claim(self, worker: str) -> Run | None:
         """The oldest queued run, now running for `worker`; None if nothing is queued."""
@@ -210,6 +260,7 @@ class Runs:
             if run is None:
                 return None
             run.state, run.worker, run.started_at = "running", worker, self.now()
+            run.reported_at = run.started_at
             copy = self._copy()
         self._publish(copy)
         return run
@@ -217,8 +268,10 @@ class Runs:
     def progress(self, run_id: str, progress: RunProgress) -> Run:
         with self._cond:
             run = self.get(run_id)
-            if run.cancel_requested:
-                raise RunCancelled(f"index run {run_id} was cancelled; stop it")
+            if run.cancel_requested or run.state != "running":
+                ended = "cancelled" if run.state == "running" else run.state
+                raise RunCancelled(f"index run {run_id} was {ended}; stop it")
+            run.reported_at = self.now()
             run.progress = RunReport.model_validate(progress.model_dump() | {"lines": []})
             self._log(run, progress.lines)
             copy = self._copy(progress_only=True)
@@ -246,6 +299,7 @@ class Runs:
                 run.state, run.finished_at = "cancelled", self.now()
             elif run.state == "running":
                 run.cancel_requested = True
+                self._expire()  # a worker silent for longer than the grace is gone: cancelled now
             copy = self._copy()
             self._cond.notify_all()
         self._publish(copy)

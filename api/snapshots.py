@@ -34,6 +34,7 @@ from typing import IO, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pydantic import ValidationError
 
 from semsearch import __version__
 from semsearch.api.filters import sql_in
@@ -63,6 +64,7 @@ from semsearch.schemas import (
     SnapshotManifest,
     SnapshotMember,
     SnapshotOrigin,
+    relative_path_problem,
 )
 
 MEMBERS = {CHUNKS: "chunks.arrow", SYMBOLS: "symbols.arrow", FILES: "files.arrow"}
@@ -70,6 +72,10 @@ JOURNAL = "snapshot-import.json"  # in the data dir while a swap is under way
 STAGED = "index.importing"  # the new index while it is built, beside the current one
 TEMPORARY = "snapshot-"  # prefix of uploads and work directories: whatever a crash leaves is removed at start
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024  # snapshot.json lists folders and members, never files
+# A member's rows may unpack to this many times its archived size (vectors hardly compress, text
+# 3-5x), and always to MIN_DECODED_CAP: past that it is a compression bomb, refused while reading.
+DECODED_RATIO = 64
+MIN_DECODED_CAP = 256 * 1024 * 1024
 COPY_CHUNK = 1024 * 1024
 
 
@@ -293,7 +299,7 @@ def _unpack(archive: Path, work: Path) -> SnapshotManifest:
             seen: set[str] = set()
             while (info := tar.next()) is not None:  # iterating the TarFile would start over
                 spec = expected.get(info.name)
-                if spec is None or not info.isfile() or info.name in seen:
+                if spec is None or not info.isfile() or info.issparse() or info.name in seen:
                     raise SnapshotRefused(
                         f"the archive holds an unexpected member {info.name!r}; it was not made by semsearch"
                     )
@@ -330,7 +336,7 @@ def _verified_manifest(data: bytes) -> SnapshotManifest:
     try:
         body = json.loads(data)
         claimed = body.pop("digest")
-    except (ValueError, AttributeError, KeyError) as exc:
+    except (ValueError, AttributeError, KeyError, TypeError, RecursionError) as exc:  # 200k nested `[`: recursion
         raise SnapshotRefused(f"{SNAPSHOT_MANIFEST} is not valid: {_DAMAGED}") from exc
     if body.get("format") != SNAPSHOT_FORMAT:
         raise SnapshotRefused(
@@ -338,7 +344,13 @@ def _verified_manifest(data: bytes) -> SnapshotManifest:
         )
     if _digest(body) != claimed:
         raise SnapshotRefused(f"{SNAPSHOT_MANIFEST} does not match its digest: {_DAMAGED}")
-    manifest = SnapshotManifest.model_validate({**body, "digest": claimed})
+    try:
+        manifest = SnapshotManifest.model_validate({**body, "digest": claimed})
+    except ValidationError as exc:  # a folder named `a/b`, `..` or `<script>` among them
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5])
+        raise SnapshotRefused(
+            f"{SNAPSHOT_MANIFEST} does not describe a snapshot this version can import ({problems})"
+        ) from exc
     if manifest.format_version != 1 or manifest.schema_version != SCHEMA_VERSION:
         raise SnapshotRefused(
             f"the snapshot was written by semsearch {manifest.semsearch_version} (format "
@@ -355,17 +367,34 @@ def _check_rows(manifest: SnapshotManifest, work: Path) -> None:
     counts = {CHUNKS: manifest.chunks, FILES: manifest.files, SYMBOLS: manifest.symbols}
     names = pa.array([f.name for f in manifest.folders], pa.string())
     for table, member in MEMBERS.items():
+        packed = (work / member).stat().st_size
+        cap = max(MIN_DECODED_CAP, DECODED_RATIO * packed)
         try:
             with pa.ipc.open_stream(pa.memory_map(str(work / member))) as reader:
                 if not reader.schema.equals(schemas[table]):
                     raise SnapshotRefused(f"{member} does not have the columns this version of semsearch writes")
-                rows = 0
+                rows = decoded = 0
                 for batch in reader:
                     rows += batch.num_rows
+                    decoded += batch.nbytes
+                    if decoded > cap:  # a zstd bomb: a few KB that unpack to gigabytes
+                        raise SnapshotRefused(
+                            f"{member} unpacks to more than {cap:,} bytes from {packed:,}; no export compresses "
+                            "that well, so it was refused and nothing was changed"
+                        )
                     if not pc.all(pc.is_in(batch["folder"], value_set=names)).as_py() and batch.num_rows:
                         raise SnapshotRefused(f"{member} holds rows of folders the manifest does not name")
+                    for path in pc.unique(batch["path"]).to_pylist():
+                        problem = relative_path_problem(path)
+                        if problem is not None:
+                            raise SnapshotRefused(
+                                f"{member} holds a row whose path {path[:200]!r} has {problem}; a snapshot's paths are "
+                                "relative to their folder, so it was refused and nothing was changed"
+                            )
         except pa.ArrowInvalid as exc:
             raise SnapshotRefused(f"{member} cannot be read ({exc}): {_DAMAGED}") from exc
+        finally:
+            pa.default_memory_pool().release_unused()
         if rows != counts[table]:
             raise SnapshotRefused(f"{member} holds {rows:,} rows, the manifest says {counts[table]:,}: {_DAMAGED}")
 

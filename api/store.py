@@ -12,18 +12,19 @@ next indexing run redoes that file.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
 import shutil
 import threading
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Final, cast
+from typing import Any, Final, TypeVar, cast
 
 import lancedb
 import numpy as np
@@ -150,6 +151,64 @@ SYMBOL_SCHEMA = pa.schema(
 )
 
 
+class ServingGate:
+    """Readers share the index; a snapshot's swap waits for the readers in flight, holds new ones
+    back for the few milliseconds of the rename and re-open, then lets them in on the new tables.
+    Without it a search that ran during the swap read tables whose files had just moved away (a
+    500 naming the data path). Re-entrant per thread, so a read that calls another read never waits
+    on itself."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._closed = False
+        self._depth = threading.local()
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        depth = getattr(self._depth, "n", 0)
+        if depth == 0:
+            with self._cond:
+                self._cond.wait_for(lambda: not self._closed)
+                self._readers += 1
+        self._depth.n = depth + 1
+        try:
+            yield
+        finally:
+            self._depth.n = depth
+            if depth == 0:
+                with self._cond:
+                    self._readers -= 1
+                    self._cond.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            self._cond.wait_for(lambda: not self._closed)
+            self._closed = True
+            self._cond.wait_for(lambda: self._readers == 0)
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._closed = False
+                self._cond.notify_all()
+
+
+R = TypeVar("R")
+
+
+def served(method: Callable[..., R]) -> Callable[..., R]:
+    """A read of the tables, under the serving gate (see ServingGate)."""
+
+    @functools.wraps(method)
+    def wrapper(self: Store, *args: Any, **kwargs: Any) -> R:
+        with self.gate.reading():
+            return method(self, *args, **kwargs)
+
+    return wrapper
+
+
 @dataclass(frozen=True)
 class FolderStats:
     files: int
@@ -175,6 +234,7 @@ class Store:
         self.notice: str | None = None
         self._set_aside_other_layouts()
         self._lock = threading.RLock()  # re-entered by a snapshot import: paused(), then swap()
+        self.gate = ServingGate()
         self.retention = retention
         self.housekeeping_every = housekeeping_every
         self._writes = 0
@@ -419,6 +479,7 @@ class Store:
 
     # --- reads -------------------------------------------------------------------
 
+    @served
     def manifest(self, folder: str, paths: list[str] | None = None) -> list[ManifestEntry]:
         where = f"folder = {sql_str(folder)}"
         if paths:
@@ -431,6 +492,7 @@ class Store:
             for r in table.select(["path", "mtime_ns", "size", "sha256", "chunks"]).to_pylist()
         ]
 
+    @served
     def flagged(self, folder: str, path: str) -> list[dict[str, Any]]:
         """A file's chunks that screening flagged: lines and flags."""
         if self._chunks is None:
@@ -439,6 +501,7 @@ class Store:
         rows = self._chunks.search().where(where).select(["start_line", "end_line", "flags"]).limit(None).to_arrow()
         return sorted((r for r in rows.to_pylist() if r["flags"]), key=lambda r: r["start_line"])
 
+    @served
     def symbols(self, where: str, limit: int | None = None) -> pa.Table:
         """Symbol rows (SYMBOL_COLUMNS plus `name_lower`) matching a SQL filter."""
         query = self._symbols.search()
@@ -446,6 +509,7 @@ class Store:
             query = query.where(where)
         return query.select([*SYMBOL_COLUMNS, "name_lower"]).limit(limit).to_arrow()
 
+    @served
     def folder_stats(self) -> dict[str, FolderStats]:
         table = self._files.search().select(["folder", "chunks", "indexed_at"]).limit(None).to_arrow()
         if table.num_rows == 0:
@@ -456,6 +520,7 @@ class Store:
             for row in grouped.to_pylist()
         }
 
+    @served
     def vector_search(
         self, vector: np.ndarray, limit: int, where: str, ann: AnnQuery = ANN_QUERY
     ) -> list[dict[str, Any]]:
@@ -478,6 +543,7 @@ class Store:
         rows = result.drop(["_distance"]).to_pylist()
         return [dict(row, cosine=float(c)) for row, c in zip(rows, cosine, strict=True)]
 
+    @served
     def lexical_search(self, terms: list[str], limit: int, where: str) -> list[dict[str, Any]]:
         """BM25 over the `lexical` column (OR of the terms); each row has `bm25`, and its vector for the cosine."""
         if self._chunks is None or not terms or not self.fts_ready:
@@ -496,6 +562,7 @@ class Store:
             row["bm25"] = float(row.pop("_score"))  # LanceDB's column name stays in here
         return rows
 
+    @served
     def doc_freq(self, term: str, cap: int) -> int:
         """In how many chunks `term` occurs, counted up to cap + 1 (enough to say "too common")."""
         if self._chunks is None or not self.fts_ready:
@@ -503,9 +570,11 @@ class Store:
         hits = self._chunks.search(term, query_type="fts", fts_columns="lexical").select(["id"]).limit(cap + 1)
         return int(hits.to_arrow().num_rows)
 
+    @served
     def count_where(self, where: str) -> int:
         return 0 if self._chunks is None else int(self._chunks.count_rows(where))
 
+    @served
     def chunk_count(self) -> int:
         return 0 if self._chunks is None else int(self._chunks.count_rows())
 
@@ -549,8 +618,16 @@ class Store:
         self._files.optimize(cleanup_older_than=self.retention, delete_unverified=True)
         self._symbols.optimize(cleanup_older_than=self.retention, delete_unverified=True)
 
-    def sample_vectors(self, n: int, seed: int | None = None) -> np.ndarray:
-        """Up to n random chunk vectors (for the noise calibration)."""
+    @served
+    def sample_vectors(self, n: int, seed: int | None = None, folders: list[str] | None = None) -> np.ndarray:
+        """Up to n random chunk vectors (for the noise calibration); with `folders`, of those folders only."""
+        if folders is not None:
+            if self._chunks is None or not folders:
+                return np.empty((0, 0), dtype=np.float32)
+            rows = self._chunks.search().where(sql_in("folder", folders)).select(["vector"]).limit(4 * n).to_arrow()
+            vectors = np.asarray(rows["vector"].to_pylist(), dtype=np.float32)
+            picked = np.random.default_rng(seed).permutation(len(vectors))[:n]
+            return vectors[np.sort(picked)] if len(vectors) else vectors
         total = self.chunk_count()
         if total == 0 or self._chunks is None:
             return np.empty((0, 0), dtype=np.float32)
@@ -599,11 +676,12 @@ class Store:
         with self._lock:
             previous = self.index_dir.with_name(f"{self.index_dir.name}.previous")
             shutil.rmtree(previous, ignore_errors=True)
-            self.index_dir.rename(previous)
-            staged.rename(self.index_dir)
-            commit()
-            self.notice = None
-            self._open()
+            with self.gate.exclusive():  # searches wait out the rename and re-open, none fails
+                self.index_dir.rename(previous)
+                staged.rename(self.index_dir)
+                commit()
+                self.notice = None
+                self._open()
             shutil.rmtree(previous, ignore_errors=True)
 
     def disk_bytes(self) -> int:

@@ -21,6 +21,7 @@ import socket
 import threading
 import time
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import lancedb
 import pyarrow as pa
@@ -28,6 +29,7 @@ import pyarrow as pa
 from semsearch.api.location import IndexLocation, StoreUnavailable, reason
 
 PREFIX = "writer_lease_"
+CLOCK_PROBE = "writer_clock.json"  # written to read the store's time
 EPOCH = re.compile(rf"^{PREFIX}(\d+)$")
 SCHEMA = pa.schema([pa.field("holder", pa.string()), pa.field("since", pa.string())])
 log = logging.getLogger("semsearch.api")
@@ -54,12 +56,12 @@ class WriterLease:
         current = epochs[-1] if epochs else 0
         if current:
             held = self.location.read_json(f"{PREFIX}{current}.json") or {}
-            deadline = datetime.fromisoformat(held["deadline"]) if "deadline" in held else None
-            if deadline is not None and deadline > datetime.now(UTC):
+            deadline = self._deadline(current, held)
+            if deadline is not None and deadline > self.location.store_now(CLOCK_PROBE):
                 raise LeaseHeld(
                     f"another writer holds the index at {self.location}: {held.get('holder', '?')}, until "
-                    f"{deadline:%H:%M:%S} UTC unless it renews; run this API with SEMSEARCH_ROLE=query, or stop that "
-                    "writer (a dead writer's lease lapses by itself)"
+                    f"{deadline:%H:%M:%S} UTC (the store's clock) unless it renews; run this API with "
+                    "SEMSEARCH_ROLE=query, or stop that writer (a dead writer's lease lapses by itself)"
                 )
         try:
             self.db.create_table(f"{PREFIX}{current + 1}", schema=SCHEMA)
@@ -73,11 +75,22 @@ class WriterLease:
         threading.Thread(target=self._keep, name="writer-lease", daemon=True).start()
         log.info("writer lease %d taken on %s", self.epoch, self.location)
 
+    def _deadline(self, epoch: int, held: dict[str, Any]) -> datetime | None:
+        """When epoch's lease lapses, on the store's clock: its last renewal as the store stamped it,
+        plus the lease's length. (The holder's own `deadline` field is kept for people; a contender
+        whose clock runs ahead once took a live lease by comparing it with its own time.)"""
+        if held.get("released"):
+            return None
+        renewed = self.location.modified(f"{PREFIX}{epoch}.json")
+        ttl = timedelta(seconds=float(held.get("ttl_s", self.ttl.total_seconds())))
+        return None if renewed is None else renewed + ttl
+
     def _renew(self) -> None:
         began = time.monotonic()  # before the write: the deadline others read is no earlier than this
         deadline = datetime.now(UTC) + self.ttl
         self.location.write_json(
-            f"{PREFIX}{self.epoch}.json", {"holder": self.holder, "deadline": deadline.isoformat()}
+            f"{PREFIX}{self.epoch}.json",
+            {"holder": self.holder, "deadline": deadline.isoformat(), "ttl_s": self.ttl.total_seconds()},
         )
         self._valid_until = began + self.ttl.total_seconds()
 
@@ -112,5 +125,6 @@ class WriterLease:
         self._stop.set()
         if self.epoch and self.lost is None:
             self.location.write_json(
-                f"{PREFIX}{self.epoch}.json", {"holder": self.holder, "deadline": datetime.now(UTC).isoformat()}
+                f"{PREFIX}{self.epoch}.json",
+                {"holder": self.holder, "deadline": datetime.now(UTC).isoformat(), "released": True},
             )

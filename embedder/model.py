@@ -11,7 +11,6 @@ import json
 import logging
 import os
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ import onnxruntime as ort
 from tokenizers import Encoding, Tokenizer
 
 from semsearch.config import Compute
+from semsearch.spawn import NEUTRAL_CWD, child_env, python_module
 
 log = logging.getLogger("semsearch.embedder")
 
@@ -271,8 +271,10 @@ def prepare(onnx: Path, target: Path, compute: Compute) -> None:
     """Write the prepared graph to `target` in a child process (`python -m semsearch.embedder.prepare`):
     quantising holds the whole graph in Python objects (423 MB peak, measured), memory the
     service would otherwise keep for good."""
-    argv = [sys.executable, "-m", "semsearch.embedder.prepare", "--onnx", str(onnx), "--target", str(target)]
-    done = subprocess.run([*argv, "--compute", compute], capture_output=True, text=True, check=False)
+    argv = python_module("semsearch.embedder.prepare", "--onnx", str(onnx), "--target", str(target))
+    done = subprocess.run(
+        [*argv, "--compute", compute], capture_output=True, text=True, check=False, cwd=NEUTRAL_CWD, env=child_env()
+    )
     if done.returncode != 0:
         detail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise ModelError(f"preparing the model failed ({detail})")

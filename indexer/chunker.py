@@ -29,13 +29,19 @@ from typing import Any
 import yaml
 
 from semsearch.config import Settings
-from semsearch.corpus.extract import Document, Segment
+from semsearch.corpus.extract import Document, Segment, Unindexable
 from semsearch.indexer.syntax import Symbol, chunk_code
 from semsearch.schemas import DocMeta
 from semsearch.text import lines as text_lines
 
 CountTokens = Callable[[list[str]], list[int]]
 MAX_WORD_CHARS = 500
+# The tokenizer turns a word longer than its own limit (100 characters: a line of hex, a long
+# base64 run) into one [UNK], which let a 300 KB line pass as a one-token chunk. When chunks are
+# packed such a word costs one token per MAX_CHARS_PER_TOKEN characters; other text is unchanged.
+MAX_CHARS_PER_TOKEN = 10
+UNKNOWN_WORD = re.compile(r"[^\W_]{101,}")
+MAX_FRONTMATTER_CHARS = 16_384  # titles, tags, dates: a few hundred bytes in practice
 HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$")
 FENCE = re.compile(r"^ {0,3}(```|~~~)")
 META_KEYS = ("title", "status", "superseded_by", "date", "tags")
@@ -80,15 +86,42 @@ class _Section:
     page: int | None = None
 
 
+class FrontMatterRefused(Unindexable):
+    """Front matter built to exhaust the indexer (aliases, sheer size): the file is not indexed."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__("front-matter", detail)
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """YAML without aliases: nine levels of nine `*refs` expand 361 bytes into 312 MB of title."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            raise FrontMatterRefused("its front matter uses YAML aliases (`*name`); write the values out")
+        return super().compose_node(parent, index)
+
+
 def parse_frontmatter(text: str) -> tuple[DocMeta, int]:
-    """Metadata and the number of lines it occupies (0 when there is none or it is invalid)."""
+    """Metadata and the number of lines it occupies (0 when there is none or it is invalid).
+    Hostile front matter (aliases, over MAX_FRONTMATTER_CHARS, nested past the parser) raises
+    FrontMatterRefused: the file is listed as unindexable with that reason."""
     lines = text.split("\n", 200)
     if not lines or lines[0].strip() != "---":
         return DocMeta(), 0
     for end in range(1, len(lines)):
         if lines[end].strip() in ("---", "..."):
+            body = "\n".join(lines[1:end])
+            if len(body) > MAX_FRONTMATTER_CHARS:
+                raise FrontMatterRefused(
+                    f"its front matter is {len(body):,} characters (at most {MAX_FRONTMATTER_CHARS:,})"
+                )
             try:
-                data = yaml.safe_load("\n".join(lines[1:end]))
+                data = yaml.load(body, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader without aliases
+            except RecursionError as exc:
+                raise FrontMatterRefused("its front matter is nested too deeply") from exc
+            except FrontMatterRefused:
+                raise
             except yaml.YAMLError:
                 return DocMeta(), 0
             if not isinstance(data, dict):
@@ -252,6 +285,11 @@ class SharedCounts:
         return [found[t] for t in texts]
 
 
+def _unknown_cost(text: str) -> int:
+    """Tokens charged on top of the tokenizer's count for words it reads as one [UNK]."""
+    return sum(len(m.group()) // MAX_CHARS_PER_TOKEN for m in UNKNOWN_WORD.finditer(text)) if len(text) > 100 else 0
+
+
 class _CachedCounter:
     """Counts each distinct string once, in batched calls."""
 
@@ -263,7 +301,7 @@ class _CachedCounter:
         todo = list(dict.fromkeys(t for t in texts if t not in self._cache))
         for start in range(0, len(todo), 2048):
             batch = todo[start : start + 2048]
-            self._cache.update(zip(batch, self._count(batch), strict=True))
+            self._cache.update((t, n + _unknown_cost(t)) for t, n in zip(batch, self._count(batch), strict=True))
 
     def __getitem__(self, text: str) -> int:
         if text not in self._cache:

@@ -23,12 +23,12 @@ from typing import TypeVar
 
 import numpy as np
 
-from semsearch.client import ApiClient
+from semsearch.client import ApiClient, ApiError
 from semsearch.config import Settings
 from semsearch.corpus import screening
 from semsearch.corpus.discovery import FileList, size_limit
 from semsearch.corpus.extract import Unindexable, extract
-from semsearch.embedder.client import EmbedderClient, calls_in_flight
+from semsearch.embedder.client import EmbedderClient, EmbedderError, calls_in_flight
 from semsearch.indexer.chunker import ChunkSizes, SharedCounts, chunk_document
 from semsearch.indexer.progress import Reporter
 from semsearch.indexer.syntax import CHUNKER, language_for
@@ -129,6 +129,10 @@ class _Writer:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+
+
+# Reasons a run lists file by file (the others, `binary` or `too-large`, are only counted).
+UNINDEXABLE_LISTED = frozenset({"corrupt", "encrypted", "unreadable", "failed", "front-matter"})
 
 
 def ordered_map(fn: Callable[[T], R], items: Iterable[T], workers: int) -> Iterator[R]:
@@ -258,7 +262,7 @@ class Indexer:
                 done += 1
                 if isinstance(prepared, Unindexable):
                     summary.skip(prepared.reason)
-                    if prepared.reason in ("corrupt", "encrypted", "unreadable"):
+                    if prepared.reason in UNINDEXABLE_LISTED:
                         summary.unindexable.append(
                             UnindexableFile(path=rel, reason=prepared.reason, detail=str(prepared))
                         )
@@ -311,11 +315,21 @@ class Indexer:
         return st.st_mtime_ns == known.mtime_ns and st.st_size == known.size
 
     def _prepare(self, root: Path, rel: str) -> Prepared | Unindexable:
+        """One file's chunks; whatever goes wrong with the file itself is an `Unindexable` with its
+        reason (one hostile file never stops a run). The embedder's and API's own failures are not
+        the file's: they end the run."""
         try:
-            limit = size_limit(rel, self.settings.max_file_size_bytes, self.settings.max_document_bytes)
-            doc = extract(root / rel, limit, self.settings.redact_secrets)
+            return self._prepare_file(root, rel)
         except Unindexable as exc:
             return exc
+        except (EmbedderError, ApiError):
+            raise
+        except Exception as exc:  # a parser's RecursionError, a chunk over the wire's bounds, a library's bug
+            return Unindexable("failed", f"{rel}: {type(exc).__name__}: {str(exc)[:300]}")
+
+    def _prepare_file(self, root: Path, rel: str) -> Prepared:
+        limit = size_limit(rel, self.settings.max_file_size_bytes, self.settings.max_document_bytes)
+        doc = extract(root / rel, limit, self.settings.redact_secrets)
         stamp = FileStamp(path=rel, mtime_ns=doc.mtime_ns, size=doc.size, sha256=doc.sha256)
         code = language_for(rel)
         language = code if self.chunker == CHUNKER else None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import sys
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -34,27 +35,68 @@ class BearerToken:
     API refuses is refused here (checked once per TOKEN_REUSE_S). Without a bridge token, a
     request without any token is let through (loopback only; `main` refuses other binds)."""
 
-    def __init__(self, app: ASGIApp, token: str | None, api_url: str) -> None:
+    def __init__(
+        self, app: ASGIApp, token: str | None, api_url: str, sessions_per_token: int = 16, idle_s: float = 600.0
+    ) -> None:
         self.app = app
         self.token = token
         self.api_url = api_url.rstrip("/")
         self._accepted: dict[str, float] = {}  # sha256 of a token -> until when it is trusted
+        self.sessions_per_token, self.idle_s = sessions_per_token, idle_s
+        self._sessions: dict[str, dict[str, float]] = {}  # caller -> session id -> last used (monotonic)
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            header = dict(scope["headers"]).get(b"authorization", b"")
-            if self.token is not None and bearer_matches(header, self.token):
-                pass
-            elif header:
-                given = header.decode("latin-1").partition(" ")[2].strip()
-                if not given or not await self._api_accepts(given):
-                    await _refuse(send)
-                    return
-                scope.setdefault("state", {})["semsearch_token"] = given
-            elif self.token is not None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        header = dict(scope["headers"]).get(b"authorization", b"")
+        caller = "bridge"  # the bridge's own token, or an open loopback bridge
+        if self.token is not None and bearer_matches(header, self.token):
+            pass
+        elif header:
+            given = header.decode("latin-1").partition(" ")[2].strip()
+            if not given or not await self._api_accepts(given):
                 await _refuse(send)
                 return
-        await self.app(scope, receive, send)
+            scope.setdefault("state", {})["semsearch_token"] = given
+            caller = hashlib.sha256(given.encode()).hexdigest()
+        elif self.token is not None:
+            await _refuse(send)
+            return
+        await self._counted(caller, scope, receive, send)
+
+    async def _counted(self, caller: str, scope: Scope, receive: Any, send: Any) -> None:
+        """Sessions are counted per caller: one token cannot open every session the bridge allows
+        (`SEMSEARCH_MCP_MAX_SESSIONS`) and lock the others out."""
+        now = time.monotonic()
+        mine = self._sessions.setdefault(caller, {})
+        for stale in [sid for sid, used in mine.items() if now - used > self.idle_s]:
+            del mine[stale]
+        session = dict(scope["headers"]).get(b"mcp-session-id", b"").decode("latin-1")
+        if session:
+            if scope["method"] == "DELETE":
+                mine.pop(session, None)
+            elif session in mine:
+                mine[session] = now
+            await self.app(scope, receive, send)
+            return
+        if scope["method"] == "POST" and len(mine) >= self.sessions_per_token:
+            await _answer(
+                send,
+                429,
+                f"this token already holds {len(mine)} MCP sessions (at most {self.sessions_per_token}); close one "
+                "(DELETE with its Mcp-Session-Id) or wait for an idle one to expire",
+            )
+            return
+
+        async def noting(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                opened = dict(message.get("headers", [])).get(b"mcp-session-id")
+                if opened:
+                    mine[opened.decode("latin-1")] = time.monotonic()
+            await send(message)
+
+        await self.app(scope, receive, noting)
 
     async def _api_accepts(self, token: str) -> bool:
         key = hashlib.sha256(token.encode()).hexdigest()
@@ -71,6 +113,13 @@ class BearerToken:
             self._accepted[key] = time.monotonic() + TOKEN_REUSE_S
             return True
         return False
+
+
+async def _answer(send: Any, status: int, error: str) -> None:
+    body = json.dumps({"error": error}).encode()
+    headers = [(b"content-type", b"application/json"), (b"retry-after", b"5")]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 async def _refuse(send: Any) -> None:
@@ -103,7 +152,13 @@ def http_app(settings: Settings, host: str, port: int) -> ASGIApp:
         max_sessions=settings.mcp_max_sessions,
     )
     token = settings.mcp_token or settings.token
-    return BearerToken(app, token.get_secret_value() if token else None, settings.api_url)
+    return BearerToken(
+        app,
+        token.get_secret_value() if token else None,
+        settings.api_url,
+        settings.mcp_sessions_per_token,
+        settings.mcp_session_idle_s,
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

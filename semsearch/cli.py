@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import json
 import os
@@ -27,6 +26,7 @@ from semsearch.config import Settings, setting_problems
 from semsearch.follow import Follower, fail
 from semsearch.project import ProjectConfig
 from semsearch.schemas import GatherRequest, GrepRequest, RunRequest, SearchRequest
+from semsearch.spawn import child_env, python_module
 from semsearch.targets import TargetError, resolve_target
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -99,8 +99,7 @@ def serve(host: str | None, port: int | None, embedder_port: int | None, watch: 
     host = host or defaults.host
     port = port or defaults.port
     embedder_port = embedder_port or defaults.embedder_port
-    env = dict(
-        os.environ,
+    env = child_env(
         SEMSEARCH_HOST=host,
         SEMSEARCH_PORT=str(port),
         SEMSEARCH_EMBEDDER_PORT=str(embedder_port),
@@ -108,10 +107,10 @@ def serve(host: str | None, port: int | None, embedder_port: int | None, watch: 
     )
     settings = Settings(host=host, port=port)
     commands = {
-        "embedder": [sys.executable, "-m", "semsearch.embedder"],
-        "api": [sys.executable, "-m", "semsearch.api"],
+        "embedder": python_module("semsearch.embedder"),
+        "api": python_module("semsearch.api"),
         # Runs index requests made over REST/MCP; --watch also follows file changes.
-        "indexer": [sys.executable, "-m", "semsearch.indexer", "--worker", *(["--watch"] if watch else [])],
+        "indexer": python_module("semsearch.indexer", "--worker", *(["--watch"] if watch else [])),
     }
     children = {name: subprocess.Popen(argv, env=env) for name, argv in commands.items()}
     started = dict.fromkeys(children, time.monotonic())
@@ -759,17 +758,14 @@ def scaffold(
 def hook(follow_up: Path | None) -> None:
     """Claude Code PostToolUse hook (`scaffold --hook` installs it): reads the event on stdin
     and asks for an index run of the edited file's folder. Always exits 0."""
-    from semsearch.hook import LOG_FILE
+    from semsearch.hook import append_log
     from semsearch.hook import run as run_hook
 
     try:
         out = run_hook("" if follow_up else sys.stdin.read(), follow_up, Settings())
     except Exception as exc:  # an agent's edit must never fail because of us
-        log = (follow_up or Path(os.environ.get("CLAUDE_PROJECT_DIR") or Path.cwd())) / LOG_FILE
-        with contextlib.suppress(OSError):
-            log.parent.mkdir(parents=True, exist_ok=True)
-            with log.open("a") as f:
-                f.write(f"unexpected error in the hook: {type(exc).__name__}: {exc}\n")
+        project = follow_up or Path(os.environ.get("CLAUDE_PROJECT_DIR") or Path.cwd())
+        append_log(project, f"unexpected error in the hook: {type(exc).__name__}: {exc}")
         return
     if out:
         click.echo(out)
@@ -806,7 +802,8 @@ def status(as_json: bool) -> None:
             click.echo(f"embedder  {st.embedder.address}  {st.embedder.model_id}  dim {st.embedder.dimension}")
         else:
             click.echo(f"embedder  {st.embedder.address}  NOT READY: {st.embedder.error}")
-        click.echo(f"data      {st.data_dir}  ({st.index_bytes / 1e6:.1f} MB index)")
+        if st.data_dir is not None and st.index_bytes is not None:  # shown to tokens that cover every folder
+            click.echo(f"data      {st.data_dir}  ({st.index_bytes / 1e6:.1f} MB index)")
         click.echo(f"folders   {len(st.folders)}  files {st.files:,}  chunks {st.chunks:,}")
         full_text = "BM25 index" if st.full_text_index else "no BM25 index yet (run `semsearch index`)"
         click.echo(f"indexes   vectors: {st.vector_index}, {full_text}")

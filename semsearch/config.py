@@ -117,6 +117,23 @@ class Settings(BaseSettings):
     token_long_polls: int = Field(
         4, ge=0, description="Long polls (run waits, worker claims) one scoped token may hold open at once (0: any)."
     )
+    token_heavy_reads: int = Field(
+        2,
+        ge=1,
+        description="Greps and gathers (reads of files, up to seconds each) one caller may run at once: 40 greps "
+        "in flight from one read token, far inside its request rate, once left other clients 5 searches in 30 s.",
+    )
+    heavy_reads: int = Field(
+        8,
+        ge=1,
+        description="Greps and gathers running at once for all callers together, kept below the server's 40 worker "
+        "threads so searches, health checks and other tokens always find a free one.",
+    )
+    forwarded_allow_ips: str | None = Field(
+        None,
+        description="Proxies whose X-Forwarded-For the API believes (comma list or `*`); none by default, so the "
+        "audit log records the address that connected, not one a local process claims.",
+    )
     audit_log: Path | None = Field(
         None, description="Where the audit log's JSON lines go (appended, mode 0600); default: stderr."
     )
@@ -133,6 +150,12 @@ class Settings(BaseSettings):
         600.0, description="An MCP HTTP session with no request for this long is closed (each one holds memory)."
     )
     mcp_max_sessions: int = Field(200, description="Open MCP HTTP sessions at most; more get a 503 until some close.")
+    mcp_sessions_per_token: int = Field(
+        16,
+        ge=1,
+        description="Open MCP HTTP sessions one token may hold; more get a 429, so one client cannot take every "
+        "session (mcp_max_sessions) from the others.",
+    )
 
     malloc_arenas: int = Field(
         2,
@@ -292,6 +315,12 @@ class Settings(BaseSettings):
         60.0, description="A writer renews its folder lease with every batch; this only frees crashed ones."
     )
     api_timeout_s: float = Field(120.0, description="Writes of large batches can take a while on slow disks.")
+    run_silence_s: float = Field(
+        600.0,
+        gt=0,
+        description="A running index run whose worker has not reported for this long is failed (the worker "
+        "died or hung; a live one reports with every file, at most every 0.5 s), so it never stays `running`.",
+    )
     hook_coalesce_s: float = Field(
         30.0,
         gt=0,

@@ -16,17 +16,18 @@ edited file's folder and returns at once (the API's indexer worker does the run)
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
+import stat
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from pydantic import BaseModel, ValidationError
 
@@ -34,13 +35,52 @@ from semsearch.client import ApiError
 from semsearch.config import Settings
 from semsearch.project import ProjectConfig, project_client
 from semsearch.schemas import RunRequest
+from semsearch.spawn import NEUTRAL_CWD, child_env, python_module
 from semsearch.targets import TargetError, resolve_target
+from semsearch.text import one_line
 
 STATE_FILE = ".claude/semsearch-hook.json"
 LOG_FILE = ".claude/semsearch-hook.log"
 # Claude Code's tools that write files; the event's tool_input names the file.
 MATCHER = "Write|Edit|MultiEdit|NotebookEdit"
 MAX_PENDING = 1000  # edited paths remembered between runs; past that the folder is re-read anyway
+
+
+class HookRefused(OSError):
+    """A file the hook keeps in `.claude/` is (or lies behind) a symlink: it is never followed."""
+
+
+def open_private(project: Path, name: str, flags: int) -> TextIO:
+    """`name` (`.claude/…`) opened for the hook without following a symlink anywhere on the way.
+
+    The project is the repository's: a committed `.claude` or `.claude/semsearch-hook.json` that
+    is a symlink would otherwise make the hook truncate or append to any file the user can write
+    (`~/.ssh/authorized_keys`, `~/.bashrc`)."""
+    folder, _, leaf = name.rpartition("/")
+    directory = project / folder
+    with contextlib.suppress(FileExistsError):
+        directory.mkdir(mode=0o700)
+    try:
+        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise HookRefused(f"{directory} is not a plain directory (a symlink?); remove it and edit again") from exc
+    try:
+        fd = os.open(leaf, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600, dir_fd=dir_fd)
+    except OSError as exc:
+        raise HookRefused(f"{directory / leaf} cannot be opened ({exc.strerror}; a symlink is never followed)") from exc
+    finally:
+        os.close(dir_fd)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise HookRefused(f"{directory / leaf} is not a regular file; remove it")
+    return os.fdopen(fd, "r+" if flags & os.O_RDWR else "a")
+
+
+def append_log(project: Path, line: str) -> None:
+    """One line in `.claude/semsearch-hook.log`: every control character in it (an edited path may
+    hold newlines) is escaped, so no path can start a line of its own in the file."""
+    with contextlib.suppress(OSError), open_private(project, LOG_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND) as f:
+        f.write(f"{datetime.now(UTC).isoformat(timespec='seconds')} {one_line(line)}\n")
 
 
 class HookState(BaseModel):
@@ -65,11 +105,12 @@ def project_dir(event: dict[str, Any]) -> Path:
     return Path(os.environ.get("CLAUDE_PROJECT_DIR") or event.get("cwd") or os.getcwd())
 
 
-def spawn_follow_up(project: Path) -> None:
+def spawn_follow_up(project: Path) -> subprocess.Popen[bytes]:
     """A detached `semsearch hook --follow-up`: it outlives this hook call, which must return now."""
-    subprocess.Popen(
-        [sys.executable, "-m", "semsearch.cli", "hook", "--follow-up", str(project)],
-        cwd=project,
+    return subprocess.Popen(
+        python_module("semsearch.cli", "hook", "--follow-up", str(project)),
+        cwd=NEUTRAL_CWD,  # the project is an argument: nothing in it is on the child's import path
+        env=child_env(),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -83,7 +124,7 @@ class Hook:
         project: Path,
         settings: Settings,
         clock: Callable[[], float] = time.time,
-        spawn: Callable[[Path], None] = spawn_follow_up,
+        spawn: Callable[[Path], object] = spawn_follow_up,
     ) -> None:
         self.project = project
         self.settings = settings.model_copy(update={"api_timeout_s": settings.hook_timeout_s})
@@ -94,9 +135,7 @@ class Hook:
     @contextmanager
     def state(self) -> Iterator[HookState]:
         """The state file, locked: hooks for two quick edits run at the same time."""
-        path = self.project / STATE_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a+") as f:
+        with open_private(self.project, STATE_FILE, os.O_RDWR | os.O_CREAT) as f:
             fcntl.flock(f, fcntl.LOCK_EX)
             f.seek(0)
             text = f.read()
@@ -111,10 +150,7 @@ class Hook:
             f.write(state.model_dump_json())
 
     def log(self, line: str) -> None:
-        path = self.project / LOG_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a") as f:
-            f.write(f"{datetime.now(UTC).isoformat(timespec='seconds')} {line}\n")
+        append_log(self.project, line)
 
     def on_edit(self, path: Path) -> str | None:
         """Handles one edit; returns a message for the user, or None."""
@@ -185,7 +221,8 @@ class Hook:
 def run(stdin: str, follow_up: Path | None, settings: Settings) -> str | None:
     """The CLI's `semsearch hook`: the JSON Claude Code reads from stdout, if any."""
     if follow_up is not None:
-        Hook(follow_up, settings).follow_up()
+        with contextlib.suppress(HookRefused):  # nobody reads a follow-up's output; the next edit says why
+            Hook(follow_up, settings).follow_up()
         return None
     try:
         event = json.loads(stdin or "{}")
@@ -194,5 +231,8 @@ def run(stdin: str, follow_up: Path | None, settings: Settings) -> str | None:
     path = edited_path(event) if isinstance(event, dict) else None
     if path is None:
         return None
-    message = Hook(project_dir(event), settings).on_edit(path)
+    try:
+        message = Hook(project_dir(event), settings).on_edit(path)
+    except HookRefused as exc:
+        message = f"semsearch: edits are not being re-indexed: {exc}"
     return json.dumps({"systemMessage": message}) if message else None

@@ -39,6 +39,7 @@ COVERAGE_REUSE_S = 5.0
 KEEP_RUNS = 200  # finished runs remembered for `index_status`
 KEEP_LINES = 1_000  # a run's output lines kept for whoever follows it (the CLI prints them)
 MAX_QUEUED = 64  # distinct queued runs; identical requests share one, so only odd scripts reach this
+MAX_QUEUED_PER_TOKEN = 8  # of those, one token's: a script in a loop cannot fill the queue for everyone
 MAX_LOG_LINES = 200  # output lines per progress report of a worker
 INDEX_TOOL_WAIT_S = 30.0  # the MCP `index` tool answers within this; longer runs return a run id to poll
 

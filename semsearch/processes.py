@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import httpx
 
 from semsearch.embedder.client import EmbedderClient
+from semsearch.spawn import child_env, python_module
 
 
 def free_port() -> int:
@@ -41,8 +41,8 @@ class Service:
     def start(self, *args: str) -> Service:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", self.module, *args],
-            env=self.env,
+            python_module(self.module, *args),
+            env=child_env(self.env),
             stdout=self.log.open("wb"),
             stderr=subprocess.STDOUT,
         )

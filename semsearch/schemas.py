@@ -37,6 +37,31 @@ def _not_dots(name: str) -> str:
 FolderName = Annotated[str, StringConstraints(pattern=FOLDER_NAME), AfterValidator(_not_dots)]
 
 
+def relative_path_problem(path: str) -> str | None:
+    """Why `path` is not a file's path relative to its folder as the indexer writes it (`/`
+    separators, no `.` or `..` part, no leading `/`, no NUL), or None. Every path the index
+    stores is one: a read joins it to the folder's path, so `../beta/x` would read another folder."""
+    if not path:
+        return "an empty path"
+    if "\x00" in path:
+        return "a NUL character"
+    if path.startswith("/"):
+        return "an absolute path"
+    if any(part in ("", ".", "..") for part in path.split("/")):
+        return "an empty, `.` or `..` part"
+    return None
+
+
+def _relative_path(path: str) -> str:
+    problem = relative_path_problem(path)
+    if problem is not None:
+        raise ValueError(f"{path[:200]!r} has {problem}; send the path relative to the folder, with / separators")
+    return path
+
+
+RelPath = Annotated[str, StringConstraints(max_length=4096), AfterValidator(_relative_path)]
+
+
 class Wire(BaseModel):
     """A response (or a part of one): unknown fields are ignored."""
 
@@ -77,7 +102,7 @@ class Folder(Wire):
 
 
 class FileStamp(Request):
-    path: str = Field(description="Path relative to the folder, with / separators.")
+    path: RelPath = Field(description="Path relative to the folder, with / separators.")
     mtime_ns: int
     size: int
     sha256: str
@@ -85,6 +110,7 @@ class FileStamp(Request):
 
 class ManifestEntry(FileStamp):
     model_config = ConfigDict(extra="ignore")  # a response
+    path: str  # as stored: a row an older version accepted is listed (and so deleted), not a 500
     chunks: int
 
 
@@ -152,7 +178,9 @@ class IndexBatch(Request):
     touches: list[FileStamp] = Field(
         default=[], max_length=MAX_BATCH_FILES, description="Content unchanged, new mtime: no re-embedding."
     )
-    deletes: list[str] = Field(default=[], max_length=MAX_BATCH_FILES, description="Relative paths no longer on disk.")
+    deletes: list[RelPath] = Field(
+        default=[], max_length=MAX_BATCH_FILES, description="Relative paths no longer on disk."
+    )
 
 
 class SkippedIn(Request):
@@ -299,8 +327,10 @@ class Run(Wire):
     log_offset: int = Field(0, description="How many earlier lines were dropped from the front of `log`.")
     error: str | None = None
     worker: str | None = None
+    requested_by: str | None = Field(None, description="The token that asked for it (None: an open API).")
     created_at: datetime
     started_at: datetime | None = None
+    reported_at: datetime | None = Field(None, description="The worker's last report (claim, progress).")
     finished_at: datetime | None = None
 
 
@@ -553,7 +583,10 @@ class TokenIn(Request):
     name: str = Field(pattern=r"^[A-Za-z0-9._-]{1,64}$", description="Who it is for (shown in the audit log).")
     scope: Literal["read", "write", "admin"]
     folders: list[Annotated[str, StringConstraints(max_length=MAX_FILTER_CHARS)]] | None = Field(
-        None, max_length=MAX_FILTER_ITEMS, description="Only these folders (default: every folder)."
+        None,
+        min_length=1,
+        max_length=MAX_FILTER_ITEMS,
+        description="Only these folders (at least one; omit the field for every folder).",
     )
     rate_per_s: float | None = Field(
         None, gt=0, le=100_000, description="Requests per second (default: SEMSEARCH_TOKEN_RATE_PER_S)."
@@ -583,7 +616,7 @@ SNAPSHOT_MANIFEST = "snapshot.json"  # the archive's first member; the data memb
 
 
 class SnapshotFolder(Wire):
-    name: str
+    name: FolderName
     path: str = Field(description="Relative to the snapshot's root (`.` when the folder is the root).")
 
 
@@ -655,8 +688,8 @@ class Status(Wire):
     version: str
     role: str = Field("all", description="all, or over a shared index: writer or query (a read replica).")
     notice: str | None = Field(None, description="Something an operator should act on (e.g. an index to rebuild).")
-    data_dir: str
-    index_bytes: int
+    data_dir: str | None = Field(None, description="Where the index lives (shown to tokens that cover every folder).")
+    index_bytes: int | None = Field(None, description="The whole index's size (tokens that cover every folder).")
     embedder: EmbedderStatus
     folders: list[Folder]
     files: int

@@ -44,10 +44,16 @@ def one_line(text: str) -> str:
     return "".join(out)
 
 
-# Invisible on screen, read by a model: zero-width and bidi-override characters, Unicode tags
-# (a byte-order mark anywhere but the start of a text counts too).
+# Invisible on screen, read by a model: every format character (Unicode category Cf: zero-width
+# and bidi controls, the soft hyphen, Unicode tags, as of Unicode 14), plus the invisible letters
+# and marks that are not Cf — the combining grapheme joiner U+034F, the Hangul fillers, the
+# variation selectors other than the emoji ones (U+FE0E/FE0F follow emoji in ordinary text). A
+# byte-order mark anywhere but the start of a text counts too.
 HIDDEN_CHARACTERS = re.compile(
-    "[\u200b\u200c\u200d\u2060\u2061\u2062\u2063\u2064\u180e\u202a-\u202e\u2066-\u2069\U000e0000-\U000e007f]"
+    "[\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u115f-\u1160\u180e\u200b-\u200f"
+    "\u202a-\u202e\u2060-\u2064\u2066-\u206f\u3164\ufe00-\ufe0d\uffa0\ufff9-\ufffb\U000110bd\U000110cd"
+    "\U00013430-\U00013438\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f"
+    "\U000e0100-\U000e01ef]"
     "|(?<!^)\ufeff"
 )
 

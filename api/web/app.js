@@ -271,8 +271,9 @@ function renderStatus(status) {
     ["Files / chunks", `${status.files.toLocaleString()} / ${status.chunks.toLocaleString()}`],
     ["Vector index", status.vectorIndex],
     ["Full-text index", status.fullTextIndex ? "ready" : "not built yet"],
-    ["Index size", bytes(status.indexBytes)],
-    ["Data directory", status.dataDir],
+    // Shown only to tokens that cover every folder: a folder-limited one gets neither.
+    ...(status.indexBytes == null ? [] : [["Index size", bytes(status.indexBytes)]]),
+    ...(status.dataDir == null ? [] : [["Data directory", status.dataDir]]),
   ];
   $("facts").replaceChildren(...facts.flatMap(([k, v]) => [el("dt", { text: k }), el("dd", { text: v })]));
   $("status-notice").hidden = !status.notice;

@@ -78,7 +78,10 @@ def extract(path: Path, max_bytes: int, redact_secrets: bool = True) -> Document
     if ext == "pdf":
         segments = _pdf(path, data)
     elif ext == "docx":
-        segments, markdown = [Segment(_docx(path, data))], True
+        try:
+            segments, markdown = [Segment(_docx(path, data))], True
+        except RecursionError as exc:  # defence in depth: nothing above recurses on the document's depth
+            raise Unindexable("corrupt", f"{path}: nested too deeply to read") from exc
     else:
         if b"\x00" in data[:4096]:
             raise Unindexable("binary", f"{path}: contains NUL bytes (binary)")
@@ -131,9 +134,16 @@ def _docx(path: Path, data: bytes) -> str:
     return "\n".join(lines)
 
 
-def _docx_blocks(parent: ElementTree.Element, lines: list[str]) -> None:
-    for child in parent:
-        if child.tag == f"{W}p":
+def _docx_blocks(body: ElementTree.Element, lines: list[str]) -> None:
+    """Blocks in document order. Content controls (`w:sdt`) wrap ordinary blocks and may nest
+    without limit, so the walk keeps its own stack instead of recursing (a 963-byte file nested
+    5,000 deep once raised RecursionError and stopped the run)."""
+    stack = [iter(body)]
+    while stack:
+        child = next(stack[-1], None)
+        if child is None:
+            stack.pop()
+        elif child.tag == f"{W}p":
             text = _docx_text(child)
             level = _heading_level(child)
             if level and text.strip():
@@ -145,10 +155,10 @@ def _docx_blocks(parent: ElementTree.Element, lines: list[str]) -> None:
                 cells = [" ".join(_docx_text(p) for p in cell.iter(f"{W}p")).strip() for cell in row.findall(f"{W}tc")]
                 lines.append(" | ".join(cells))
             lines.append("")
-        elif child.tag == f"{W}sdt":  # content controls wrap ordinary blocks
+        elif child.tag == f"{W}sdt":
             content = child.find(f"{W}sdtContent")
             if content is not None:
-                _docx_blocks(content, lines)
+                stack.append(iter(content))
 
 
 def _docx_text(paragraph: ElementTree.Element) -> str:
