@@ -96,6 +96,24 @@ def base_env(data_dir: Path, api_port: int, embedder_addr: str) -> dict[str, str
 
 
 @pytest.fixture(scope="session")
+def embedder_address() -> Iterator[str]:
+    """The real model behind a real gRPC server in this process, for tests that run the API app
+    in process too (no subprocess: not the e2e tier)."""
+    from semsearch.config import Settings
+    from semsearch.embedder.model import load
+    from semsearch.embedder.server import EmbedderService, build_server
+
+    settings = Settings()
+    encoder = load(None, settings.max_seq_length, settings.model_batch_size, settings.threads,
+                   settings.model_cache_dir, settings.model_batch_tokens, settings.model_compute)  # fmt: skip
+    address = f"127.0.0.1:{free_port()}"
+    server = build_server(EmbedderService(encoder, 0.0), address)
+    server.start()
+    yield address
+    server.stop(grace=1).wait()
+
+
+@pytest.fixture(scope="session")
 def embedder_addr(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     service, address = start_embedder(tmp_path_factory.mktemp("embedder") / "embedder.log")
     yield address

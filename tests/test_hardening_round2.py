@@ -38,12 +38,9 @@ from semsearch.api.writer import PREFIX, LeaseHeld, WriterLease
 from semsearch.config import Settings
 from semsearch.corpus.extract import Unindexable, extract
 from semsearch.corpus.folders import FolderRegistry
-from semsearch.embedder.model import load
-from semsearch.embedder.server import EmbedderService, build_server
 from semsearch.hook import LOG_FILE, STATE_FILE, Hook, spawn_follow_up
 from semsearch.indexer.chunker import ChunkSizes, FrontMatterRefused, chunk_text, parse_frontmatter
 from semsearch.limits import MAX_QUEUED_PER_TOKEN
-from semsearch.processes import free_port
 from semsearch.schemas import Hit, RunProgress, RunRequest
 from semsearch.spawn import python_module
 
@@ -51,18 +48,6 @@ ADMIN = "round2-admin-secret"
 MARKER_MODULE = """import os, sys
 open(os.environ["MARKER"], "a").write(f"{__name__}.py ran in pid {os.getpid()}: {' '.join(sys.argv)}\\n")
 """
-
-
-@pytest.fixture(scope="module")
-def embedder_address() -> Iterator[str]:
-    settings = Settings()
-    encoder = load(None, settings.max_seq_length, settings.model_batch_size, settings.threads,
-                   settings.model_cache_dir, settings.model_batch_tokens, settings.model_compute)  # fmt: skip
-    address = f"127.0.0.1:{free_port()}"
-    server = build_server(EmbedderService(encoder, 0.0), address)
-    server.start()
-    yield address
-    server.stop(grace=1).wait()
 
 
 @pytest.fixture
@@ -93,6 +78,7 @@ def bearer(secret: str) -> dict[str, str]:
 # --- 1. child processes never import from the caller's directory ----------------------------
 
 
+@pytest.mark.e2e  # starts processes
 def test_the_hook_follow_up_never_imports_the_projects_own_modules(tmp_path: Path) -> None:
     project, marker = tmp_path / "repo", tmp_path / "marker.txt"
     project.mkdir()
@@ -107,6 +93,7 @@ def test_the_hook_follow_up_never_imports_the_projects_own_modules(tmp_path: Pat
     assert not marker.exists(), marker.read_text()
 
 
+@pytest.mark.e2e  # starts processes
 def test_python_children_ignore_the_working_directory(tmp_path: Path) -> None:
     """The argv every service start uses (`serve`, the test harness, model preparation)."""
     (tmp_path / "json.py").write_text(MARKER_MODULE)
@@ -516,6 +503,7 @@ def test_a_folder_limited_token_sees_no_global_facts(guarded: tuple[TestClient, 
     assert http.get("/v1/calibration", headers=bearer(secrets["ra"])).status_code == 200
 
 
+@pytest.mark.e2e  # starts processes
 def test_proxy_headers_are_off_unless_configured(tmp_path: Path, embedder_address: str) -> None:
     """The API's own start-up (`python -m semsearch.api`): an X-Forwarded-For from loopback is not
     believed, so the audit log records who connected."""

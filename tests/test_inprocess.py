@@ -17,24 +17,9 @@ from semsearch.api.app import create_app
 from semsearch.client import ApiClient
 from semsearch.config import Settings
 from semsearch.embedder.client import EmbedderClient
-from semsearch.embedder.model import load
-from semsearch.embedder.server import EmbedderService, build_server
 from semsearch.indexer.progress import Reporter
 from semsearch.indexer.run import Indexer
-from semsearch.processes import free_port
 from tests.corpus import RETRY_REPO, write_tree
-
-
-@pytest.fixture(scope="module")
-def embedder_address() -> Iterator[str]:
-    settings = Settings()
-    encoder = load(None, settings.max_seq_length, settings.model_batch_size, settings.threads,
-                   settings.model_cache_dir, settings.model_batch_tokens, settings.model_compute)  # fmt: skip
-    address = f"127.0.0.1:{free_port()}"
-    server = build_server(EmbedderService(encoder, 0.0), address)
-    server.start()
-    yield address
-    server.stop(grace=1).wait()
 
 
 @pytest.fixture
