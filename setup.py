@@ -12,7 +12,7 @@ HERE = Path(__file__).resolve().parent
 class BuildWithStubs(build_py):
     def run(self) -> None:
         # Loaded by path: the source tree is not importable inside pip's isolated build.
-        runpy.run_path(str(HERE / "proto" / "codegen.py"))["generate"]()
+        runpy.run_path(str(HERE / "src" / "semsearch" / "proto" / "codegen.py"))["generate"]()
         super().run()
 
 

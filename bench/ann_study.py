@@ -27,10 +27,10 @@ import lancedb
 import numpy as np
 from lancedb.index import HnswSq, IvfPq, IvfSq
 
-from semsearch.api.location import IndexLocation
-from semsearch.api.store import AnnQuery, Store
 from semsearch.config import Settings
 from semsearch.embedder.model import load
+from semsearch.engine.location import IndexLocation
+from semsearch.engine.store import AnnQuery, Store
 
 from .run import corpus, corpus_chunks
 

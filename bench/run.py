@@ -35,7 +35,7 @@ from semsearch.corpus.extract import Unindexable, extract
 from semsearch.embedder.client import EmbedderClient
 from semsearch.embedder.model import load
 from semsearch.indexer.chunker import ChunkSizes, SharedCounts, chunk_document
-from semsearch.processes import start_api, start_embedder
+from tests.processes import start_api, start_embedder
 
 HERE = Path(__file__).resolve().parent
 SIMD = [  # /proc/cpuinfo flag -> label, widest first
@@ -480,7 +480,7 @@ def fusion_cost(runs: int = 2000) -> dict[str, Any]:
     lists, alternating, p50 in ms."""
     import random
 
-    from semsearch.api.fusion import Candidate, FusionParams, fuse, rrf
+    from semsearch.engine.fusion import Candidate, FusionParams, fuse, rrf
 
     params = FusionParams.from_settings(Settings())
     rng = random.Random(7)

@@ -37,12 +37,12 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from semsearch.api.store import AnnQuery
 from semsearch.config import Settings
 from semsearch.embedder.client import EmbedderClient
 from semsearch.embedder.model import load
-from semsearch.object_store import start_object_store
-from semsearch.processes import Service, clean_env, free_port, start_api, start_embedder
+from semsearch.engine.store import AnnQuery
+from tests.object_store import start_object_store
+from tests.processes import Service, clean_env, free_port, start_api, start_embedder
 
 from .ann_study import recall_at_10
 from .run import (

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from semsearch.processes import start_api, start_embedder
+from tests.processes import start_api, start_embedder
 
 
 def rss_mb(pid: int) -> float:

@@ -19,7 +19,7 @@ from rich.table import Table
 from eval.datasets import BUILDERS, Dataset
 from eval.run import MODES, Evaluator, arguments, as_run, console, save, score
 from semsearch.config import Settings
-from semsearch.processes import start_api, start_embedder
+from tests.processes import start_api, start_embedder
 
 CODE_SETS = ("code", "rich-doc", "boltons-doc")
 CHUNKERS = ("paragraph", "syntax")

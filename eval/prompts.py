@@ -17,7 +17,7 @@ from rich.table import Table
 from eval.datasets import BUILDERS
 from eval.run import Evaluator, arguments, as_run, console, save, score
 from semsearch.config import Settings
-from semsearch.processes import start_api, start_embedder
+from tests.processes import start_api, start_embedder
 
 SETS = ("faq", "debian-faq", "rich-doc")
 RULES = " ".join(

@@ -30,11 +30,11 @@ from rich.console import Console
 from rich.table import Table
 
 from eval.datasets import BUILDERS, HERE, SHARED, Dataset
-from semsearch.api.filters import path_multiplier
-from semsearch.api.fusion import Candidate, FusionParams, boost, fuse, is_question
-from semsearch.api.lexical import query_terms
 from semsearch.config import Settings
-from semsearch.processes import Service, start_api, start_embedder
+from semsearch.engine.filters import path_multiplier
+from semsearch.engine.fusion import Candidate, FusionParams, boost, fuse, is_question
+from semsearch.engine.lexical import query_terms
+from tests.processes import Service, start_api, start_embedder
 
 MODES = ("vector", "lexical", "hybrid")
 ARMS = ("vector", "lexical")

@@ -22,7 +22,7 @@ from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 
 from semsearch.embedder.client import EmbedderClient
-from semsearch.processes import Service, api_env, free_port, start_api, start_embedder, start_worker
+from tests.processes import Service, api_env, free_port, start_api, start_embedder, start_worker
 
 __all__ = ["free_port"]
 

@@ -20,11 +20,11 @@ from pathlib import Path
 import atheris
 
 with atheris.instrument_imports(include=["semsearch"]):
-    from semsearch.api.filters import BadGlob, build, glob_matcher, where
     from semsearch.config import Settings
     from semsearch.corpus.extract import Unindexable, extract
     from semsearch.corpus.secrets import redact
     from semsearch.embedder.model import packaged_model
+    from semsearch.engine.filters import BadGlob, build, glob_matcher, where
     from semsearch.indexer.chunker import ChunkSizes, chunk_document
     from semsearch.indexer.syntax import GRAMMARS
     from semsearch.schemas import SearchRequest

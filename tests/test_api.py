@@ -10,8 +10,8 @@ import time
 import httpx
 import numpy as np
 
-from semsearch.processes import Service
 from tests.conftest import Stack, base_env, free_port
+from tests.processes import Service
 
 
 def test_healthz_is_open_and_readyz_checks_the_embedder(stack: Stack) -> None:

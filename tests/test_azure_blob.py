@@ -22,8 +22,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
 
-from semsearch.processes import Service, api_env, clean_env
 from tests.conftest import SEMSEARCH, free_port
+from tests.processes import Service, api_env, clean_env
 from tests.test_reliability import index, write_corpus
 
 pytestmark = pytest.mark.e2e

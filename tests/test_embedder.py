@@ -161,7 +161,7 @@ def test_prepared_graph_cache_gives_the_same_vectors(tmp_path: Path, embedder: E
     """The service prepares the int8 graph once (in a child process) and caches it; a damaged
     cache is rebuilt, an unwritable or missing one means a temporary copy — never another bit."""
     from semsearch.embedder.model import load, packaged_model, sha256_of
-    from semsearch.processes import start_embedder
+    from tests.processes import start_embedder
 
     texts = ["def parse_config(path): return toml.load(path)", "The mitochondria is the powerhouse of the cell."]
     cache = tmp_path / "cache"
@@ -218,7 +218,7 @@ def test_fp32_compute_is_served_under_the_packaged_model_id(tmp_path: Path, embe
     """SEMSEARCH_MODEL_COMPUTE=fp32 through the real service: the old id (so indexes built before
     int8 compute stay usable), its own quantisation label, and the fp32 graph's exact vectors."""
     from semsearch.embedder.model import load
-    from semsearch.processes import start_embedder
+    from tests.processes import start_embedder
 
     texts = ["def parse_config(path): return toml.load(path)", "The mitochondria is the powerhouse of the cell."]
     service, address = start_embedder(

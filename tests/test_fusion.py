@@ -6,11 +6,11 @@ from datetime import date
 
 import pytest
 
-from semsearch.api.filters import build, glob_to_like, matches_globs, where
-from semsearch.api.fusion import abstain_message, is_exact, label, lifecycle_label, passes, rrf
-from semsearch.api.lexical import expansions, identifier_parts, identifiers_in, lexical_document, query_terms
-from semsearch.api.retrieval import is_exact_query
 from semsearch.config import Settings
+from semsearch.engine.filters import build, glob_to_like, matches_globs, where
+from semsearch.engine.fusion import abstain_message, is_exact, label, lifecycle_label, passes, rrf
+from semsearch.engine.lexical import expansions, identifier_parts, identifiers_in, lexical_document, query_terms
+from semsearch.engine.retrieval import is_exact_query
 from semsearch.schemas import SearchRequest
 
 
@@ -103,7 +103,7 @@ def test_comma_strings_and_lists_are_the_same_filter() -> None:
 
 
 def test_decisiveness_is_how_far_the_best_stands_above_the_rest() -> None:
-    from semsearch.api.fusion import decisiveness
+    from semsearch.engine.fusion import decisiveness
 
     assert decisiveness([5.0] * 10) == 0.0  # flat: the arm cannot tell its hits apart
     assert decisiveness([10.0] + [5.0] * 9) == pytest.approx(0.5)
@@ -113,7 +113,7 @@ def test_decisiveness_is_how_far_the_best_stands_above_the_rest() -> None:
 
 
 def test_lexical_balance_favours_the_more_decisive_arm_within_bounds() -> None:
-    from semsearch.api.fusion import lexical_balance
+    from semsearch.engine.fusion import lexical_balance
 
     flat, sharp = [5.0] * 10, [10.0] + [1.0] * 9
     assert lexical_balance(flat, flat, 0, 0, 0, 4) == 1.0  # gains 0, bias 0: plain RRF
@@ -125,8 +125,8 @@ def test_lexical_balance_favours_the_more_decisive_arm_within_bounds() -> None:
 
 
 def test_clauses_that_cannot_exclude_a_row_are_left_out() -> None:
-    from semsearch.api.facts import IndexFacts
-    from semsearch.api.filters import build, where
+    from semsearch.engine.facts import IndexFacts
+    from semsearch.engine.filters import build, where
 
     plain = IndexFacts({"api": frozenset({"src/app.py", "docs/Guide.md"})})
     request = SearchRequest(query="x")
@@ -148,7 +148,7 @@ def test_clauses_that_cannot_exclude_a_row_are_left_out() -> None:
 def test_fuse_is_the_one_ranking_the_api_and_eval_share() -> None:
     """`make eval` tunes with the function the API serves, not a copy of it."""
     import eval.run
-    from semsearch.api import fusion, retrieval
+    from semsearch.engine import fusion, retrieval
 
     assert eval.run.fuse is fusion.fuse and retrieval.fuse is fusion.fuse
     vector = [fusion.Candidate(i, c) for i, c in [("a", 0.9), ("b", 0.5), ("c", 0.4)]]
@@ -165,7 +165,7 @@ def test_fuse_is_the_one_ranking_the_api_and_eval_share() -> None:
 
 
 def test_questions_in_words_are_told_from_claims_phrases_and_identifiers() -> None:
-    from semsearch.api.fusion import is_question
+    from semsearch.engine.fusion import is_question
 
     asked = ["Is the API stable?", "how do I reset the index", "Why does flush() roll back", "What is BM25?"]
     stated = ["Vitamin D deficiency raises fracture risk.", "getUserName", "retry with backoff", "is_question", "how"]
@@ -173,7 +173,7 @@ def test_questions_in_words_are_told_from_claims_phrases_and_identifiers() -> No
 
 
 def test_the_question_offset_and_the_lexical_only_weight_move_only_bm25s_share() -> None:
-    from semsearch.api.fusion import Candidate, FusionParams, fuse
+    from semsearch.engine.fusion import Candidate, FusionParams, fuse
 
     vector = [Candidate("a", 0.8), Candidate("b", 0.7)]
     lexical = [Candidate("z", 9.0), Candidate("b", 4.0)]

@@ -95,8 +95,8 @@ def test_a_file_that_fails_while_being_read_is_unreadable_not_a_crash() -> None:
     """Found by the OpenAPI fuzzer in CI: grep answered 500 with EINVAL from read() (the fuzzer
     registers arbitrary folders, pseudo-files included). /proc/self/mem is a regular file whose
     read at offset 0 fails (EIO) on every Linux."""
-    from semsearch.api.grep import _lines
     from semsearch.config import Settings
+    from semsearch.engine.grep import _lines
 
     with pytest.raises(Unindexable) as failed:
         extract(Path("/proc/self/mem"), 1_000)

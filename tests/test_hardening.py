@@ -28,10 +28,10 @@ from mcp.client.stdio import StdioServerParameters
 
 from semsearch.client import segment
 from semsearch.corpus.secrets import redact
-from semsearch.processes import Service, api_env, clean_env, free_port
 from semsearch.security import bearer_matches
 from tests.conftest import SEMSEARCH, Stack
 from tests.corpus import write_tree
+from tests.processes import Service, api_env, clean_env, free_port
 
 
 def rss_peak_kb(pid: int) -> int:

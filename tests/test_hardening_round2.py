@@ -26,18 +26,18 @@ import pytest
 from fastapi import HTTPException
 from fastapi.testclient import TestClient
 
-from semsearch.api import snapshots
 from semsearch.api.app import create_app
 from semsearch.api.audit import Audit
 from semsearch.api.auth import Limits, Principal
-from semsearch.api.gather import with_context
-from semsearch.api.location import IndexLocation
-from semsearch.api.runs import QueueFull, RunCancelled, Runs
-from semsearch.api.store import ServingGate
-from semsearch.api.writer import PREFIX, LeaseHeld, WriterLease
 from semsearch.config import Settings
 from semsearch.corpus.extract import Unindexable, extract
 from semsearch.corpus.folders import FolderRegistry
+from semsearch.engine import snapshots
+from semsearch.engine.gather import with_context
+from semsearch.engine.location import IndexLocation
+from semsearch.engine.runs import QueueFull, RunCancelled, Runs
+from semsearch.engine.store import ServingGate
+from semsearch.engine.writer import PREFIX, LeaseHeld, WriterLease
 from semsearch.hook import LOG_FILE, STATE_FILE, Hook, spawn_follow_up
 from semsearch.indexer.chunker import ChunkSizes, FrontMatterRefused, chunk_text, parse_frontmatter
 from semsearch.limits import MAX_QUEUED_PER_TOKEN
@@ -377,7 +377,7 @@ def test_sparse_members_are_refused_before_anything_is_written(tmp_path: Path) -
 
 
 def test_a_compression_bomb_member_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from semsearch.api.store import FILE_SCHEMA, SYMBOL_SCHEMA, chunk_schema
+    from semsearch.engine.store import FILE_SCHEMA, SYMBOL_SCHEMA, chunk_schema
 
     monkeypatch.setattr(snapshots, "MIN_DECODED_CAP", 1_000_000)  # the same rule, at a size a test can afford
     rows = 5_000
@@ -507,7 +507,7 @@ def test_a_folder_limited_token_sees_no_global_facts(guarded: tuple[TestClient, 
 def test_proxy_headers_are_off_unless_configured(tmp_path: Path, embedder_address: str) -> None:
     """The API's own start-up (`python -m semsearch.api`): an X-Forwarded-For from loopback is not
     believed, so the audit log records who connected."""
-    from semsearch.processes import start_api
+    from tests.processes import start_api
 
     audit = tmp_path / "audit.log"
     service, env = start_api(tmp_path / "data", embedder_address, SEMSEARCH_TOKEN=ADMIN,

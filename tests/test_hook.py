@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from semsearch.processes import clean_env, free_port
 from tests.conftest import SEMSEARCH, Stack
+from tests.processes import clean_env, free_port
 
 
 def post_tool_use(project: Path, path: Path, tool: str = "Write") -> dict[str, Any]:

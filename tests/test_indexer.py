@@ -18,8 +18,8 @@ import httpx
 import pytest
 from fpdf import FPDF
 
-from semsearch.processes import clean_env
 from tests.conftest import SEMSEARCH, Stack, wait_until_free
+from tests.processes import clean_env
 
 
 def git(repo: Path, *args: str, env: dict[str, str] | None = None) -> None:

@@ -17,9 +17,9 @@ from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 
 from semsearch import __version__
-from semsearch.processes import Service, free_port
 from tests.conftest import SEMSEARCH, Stack
 from tests.corpus import RETRY_REPO, write_tree
+from tests.processes import Service, free_port
 
 PROJECT = {
     "src/session.py": (

@@ -21,9 +21,9 @@ import httpx
 import pytest
 from botocore.exceptions import ClientError
 
-from semsearch.object_store import ObjectStore, start_object_store
-from semsearch.processes import Service, api_env, start_api, start_embedder
 from tests.conftest import SEMSEARCH, free_port
+from tests.object_store import ObjectStore, start_object_store
+from tests.processes import Service, api_env, start_api, start_embedder
 from tests.test_reliability import INDEXER, index, manifest, write_corpus
 
 pytestmark = pytest.mark.e2e

@@ -20,8 +20,8 @@ from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 
 from semsearch.embedder.client import EmbedderClient
-from semsearch.processes import Service, clean_env, free_port
 from tests.conftest import Stack
+from tests.processes import Service, clean_env, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 UV = str(Path(sys.executable).parent / "uv")
@@ -52,7 +52,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return next(out.glob("semsearch-*.whl"))
 
 
-LOCKS = {"embedder": "embedder", "api": "api", "indexer": "indexer", "mcp": "mcp_bridge"}
+LOCKS = {"embedder": "embedder", "api": "api", "indexer": "indexer", "mcp": "mcp"}  # locks/<name>.lock
 
 
 def venv_with(tmp_path_factory: pytest.TempPathFactory, wheel: Path, extra: str | None) -> Path:
@@ -65,7 +65,7 @@ def venv_with(tmp_path_factory: pytest.TempPathFactory, wheel: Path, extra: str 
     if extra is None:
         uv("pip", "install", "--quiet", "--python", python, str(wheel))
         return venv
-    lock = ROOT / LOCKS[extra] / "requirements.lock"
+    lock = ROOT / "locks" / f"{LOCKS[extra]}.lock"
     uv("pip", "install", "--quiet", "--python", python, "--require-hashes", "--no-deps", "-r", str(lock))
     uv("pip", "install", "--quiet", "--python", python, "--no-deps", str(wheel))
     return venv
@@ -190,6 +190,20 @@ def _start(venv: Path, verb: str, env: dict[str, str], log: Path) -> Service:
         stderr=subprocess.STDOUT,
     )  # cwd: outside the checkout, so only what the venv installed is importable
     return service
+
+
+def test_the_wheel_holds_the_package_and_no_test_harness(wheel: Path) -> None:
+    import zipfile
+
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "semsearch/engine/store.py" in names and "semsearch/api/web/index.html" in names
+    assert not [n for n in names if n.endswith(("processes.py", "object_store.py")) or n.startswith("tests/")]
+
+
+def test_no_symlink_in_the_tree() -> None:
+    """A checkout without symlinks (Windows' default) must work: every package is a real folder."""
+    staged = subprocess.run(["git", "ls-files", "-s"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert [line for line in staged.splitlines() if line.startswith("120000")] == []
 
 
 def test_one_namespace_beside_another_packages_api_module(

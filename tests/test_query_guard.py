@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from semsearch.api.guard import guard
+from semsearch.engine.guard import guard
 from tests.conftest import Stack
 from tests.corpus import write_tree
 

@@ -20,8 +20,8 @@ import lancedb
 import pytest
 from lancedb.index import HnswSq
 
-from semsearch.processes import Service, api_env, free_port, start_api, start_embedder
 from tests.conftest import SEMSEARCH, wait_until_free
+from tests.processes import Service, api_env, free_port, start_api, start_embedder
 
 pytestmark = pytest.mark.e2e  # starts services as processes
 

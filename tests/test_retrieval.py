@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from semsearch.processes import start_api, start_embedder, start_worker
 from tests.conftest import SEMSEARCH, Stack
+from tests.processes import start_api, start_embedder, start_worker
 
 FILES = {
     "kb/docs/auth.md": """---
@@ -97,8 +97,8 @@ def test_paraphrase_is_found_by_the_vector_arm_with_provenance(stack: Stack, cor
 
 
 def test_arms_show_each_arms_candidates_and_the_per_query_weights(stack: Stack, corpus: Path) -> None:
-    from semsearch.api.fusion import lexical_balance
     from semsearch.config import Settings
+    from semsearch.engine.fusion import lexical_balance
 
     answer = search(stack, "reconcile ledger entries total", arms=True, minScore=-1)
     arms = answer["arms"]

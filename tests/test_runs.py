@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from semsearch.api.runs import LeaseConflict, Leases, QueueFull, RunCancelled, Runs
+from semsearch.engine.runs import LeaseConflict, Leases, QueueFull, RunCancelled, Runs
 from semsearch.schemas import RunFinish, RunProgress, RunRequest, RunSummary
 
 

@@ -17,9 +17,9 @@ import pytest
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from semsearch.processes import Service
 from tests.conftest import Stack, free_port
 from tests.corpus import write_tree
+from tests.processes import Service
 
 pytestmark = pytest.mark.e2e
 

@@ -21,9 +21,9 @@ import httpx
 import pyarrow as pa
 import pytest
 
-from semsearch.processes import Service, api_env
 from tests.conftest import SEMSEARCH, Stack, free_port
 from tests.corpus import write_tree
+from tests.processes import Service, api_env
 
 pytestmark = pytest.mark.e2e
 

@@ -18,7 +18,7 @@ from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-LOCKS = {"embedder": "embedder", "api": "api", "indexer": "indexer", "mcp": "mcp_bridge"}
+LOCKS = {"embedder": "embedder", "api": "api", "indexer": "indexer", "mcp": "mcp"}  # locks/<name>.lock
 PIN = re.compile(r"^([A-Za-z0-9._-]+)==([^\s\\]+)", re.M)
 
 
@@ -45,7 +45,7 @@ def wanted(extra: str) -> list[Requirement]:
 
 @pytest.mark.parametrize("extra", sorted(LOCKS))
 def test_each_lock_pins_with_hashes_what_its_extra_asks_for(extra: str) -> None:
-    lock = ROOT / LOCKS[extra] / "requirements.lock"
+    lock = ROOT / "locks" / f"{LOCKS[extra]}.lock"
     pinned = pins(lock)
     for req in wanted(extra):
         version = pinned.get(canonicalize_name(req.name))
@@ -64,7 +64,7 @@ def test_no_lock_holds_a_known_vulnerability_that_a_release_fixes(tmp_path: Path
     for extra, folder in LOCKS.items():
         report = tmp_path / f"{extra}.json"
         audit = subprocess.run(
-            [str(BIN / "pip-audit"), "-r", str(ROOT / folder / "requirements.lock"), "--require-hashes",
+            [str(BIN / "pip-audit"), "-r", str(ROOT / "locks" / f"{folder}.lock"), "--require-hashes",
              "--disable-pip", "--progress-spinner", "off", "--format", "json", "-o", str(report)],
             capture_output=True, text=True, timeout=600, check=False,
         )  # fmt: skip
@@ -83,7 +83,7 @@ def test_no_lock_holds_a_known_vulnerability_that_a_release_fixes(tmp_path: Path
 
 def test_each_image_gets_an_sbom_of_exactly_its_lock(tmp_path: Path) -> None:
     for extra, folder in LOCKS.items():
-        lock = ROOT / folder / "requirements.lock"
+        lock = ROOT / "locks" / f"{folder}.lock"
         out = tmp_path / f"{folder}.cdx.json"
         subprocess.run(
             [str(BIN / "cyclonedx-py"), "requirements", str(lock), "--of", "JSON", "-o", str(out)],

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from semsearch import __version__
-from semsearch.processes import Service, free_port
 from tests.conftest import SEMSEARCH, Stack
+from tests.processes import Service, free_port
 
 CLIENT = Path(__file__).parent / "ts_client"
 pytestmark = [

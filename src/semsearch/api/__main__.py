@@ -9,10 +9,10 @@ import sys
 import uvicorn
 
 from semsearch.api.app import create_app
-from semsearch.api.location import IndexLocation, StoreUnavailable
-from semsearch.api.store import connect
-from semsearch.api.writer import LeaseHeld, WriterLease
 from semsearch.config import load_settings
+from semsearch.engine.location import IndexLocation, StoreUnavailable
+from semsearch.engine.store import connect
+from semsearch.engine.writer import LeaseHeld, WriterLease
 from semsearch.malloc import limit_arenas
 from semsearch.security import is_loopback
 

@@ -37,9 +37,13 @@ import pyarrow.compute as pc
 from pydantic import ValidationError
 
 from semsearch import __version__
-from semsearch.api.filters import sql_in
-from semsearch.api.runs import Leases
-from semsearch.api.store import (
+from semsearch.config import Settings
+from semsearch.corpus.files import file_list
+from semsearch.corpus.folders import FolderRegistry, RegisteredFolder, inside
+from semsearch.embedder.client import EmbedderClient
+from semsearch.engine.filters import sql_in
+from semsearch.engine.runs import Leases
+from semsearch.engine.store import (
     CHUNKS,
     FILE_SCHEMA,
     FILES,
@@ -52,10 +56,6 @@ from semsearch.api.store import (
     chunk_schema,
     folder_views,
 )
-from semsearch.config import Settings
-from semsearch.corpus.files import file_list
-from semsearch.corpus.folders import FolderRegistry, RegisteredFolder, inside
-from semsearch.embedder.client import EmbedderClient
 from semsearch.schemas import (
     SNAPSHOT_FORMAT,
     SNAPSHOT_MANIFEST,

@@ -9,16 +9,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-# Compiled as `semsearch/proto/embedder.proto` (the package's link to this folder), so the
-# generated modules import each other as `semsearch.proto.…`, the name they are installed under.
+ROOT = Path(__file__).resolve().parents[2]  # src/
+# Compiled as `semsearch/proto/embedder.proto` under src/, so the generated modules import each
+# other as `semsearch.proto.…`, the name they are installed under.
 PROTO = Path("semsearch") / "proto" / "embedder.proto"
 
 
 def generate() -> None:
     from grpc_tools import protoc  # build-time dependency only
 
-    out = ROOT / "proto"
+    out = ROOT / "semsearch" / "proto"
     stale = [out / "embedder_pb2.py", out / "embedder_pb2_grpc.py", out / "embedder_pb2.pyi"]
     if (out / "embedder_pb2_grpc.py").exists() and "from proto import" in (out / "embedder_pb2_grpc.py").read_text():
         stale[0].unlink()  # generated under the old module name

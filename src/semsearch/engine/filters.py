@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import pathspec
 
-from semsearch.api.facts import IndexFacts
 from semsearch.config import Settings
+from semsearch.engine.facts import IndexFacts
 from semsearch.schemas import SearchRequest
 
 HIDDEN_STATUSES = ("superseded", "archived")

@@ -17,8 +17,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from semsearch.api.fusion import QUESTION_WORDS
-from semsearch.api.lexical import identifiers_in
+from semsearch.engine.fusion import QUESTION_WORDS
+from semsearch.engine.lexical import identifiers_in
 
 FENCE = re.compile(r"```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)", re.S)
 INLINE_CODE = re.compile(r"`([^`\n]{1,80})`")

@@ -18,9 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from semsearch.api import filters
-from semsearch.api.coverage import CoverageCache
-from semsearch.api.fusion import (
+from semsearch.config import Settings
+from semsearch.corpus.folders import FolderNotFound, FolderRegistry
+from semsearch.embedder.client import EmbedderClient
+from semsearch.engine import filters
+from semsearch.engine.coverage import CoverageCache
+from semsearch.engine.fusion import (
     Candidate,
     Fused,
     FusionParams,
@@ -33,12 +36,9 @@ from semsearch.api.fusion import (
     lifecycle_label,
     passes,
 )
-from semsearch.api.guard import Guarded, guard
-from semsearch.api.lexical import identifiers_in, query_terms
-from semsearch.api.store import ModelMismatch, Store
-from semsearch.config import Settings
-from semsearch.corpus.folders import FolderNotFound, FolderRegistry
-from semsearch.embedder.client import EmbedderClient
+from semsearch.engine.guard import Guarded, guard
+from semsearch.engine.lexical import identifiers_in, query_terms
+from semsearch.engine.store import ModelMismatch, Store
 from semsearch.schemas import ArmHit, Arms, Hit, SearchRequest, SearchResponse
 
 HIDDEN = set(filters.HIDDEN_STATUSES)

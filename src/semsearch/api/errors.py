@@ -9,15 +9,15 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from semsearch.api.auth import TokenError
-from semsearch.api.filters import BadGlob
-from semsearch.api.grep import BadPattern
-from semsearch.api.location import StoreUnavailable
-from semsearch.api.runs import LeaseConflict, QueueFull, RunCancelled, RunNotFound
-from semsearch.api.snapshots import SnapshotRefused
-from semsearch.api.store import InvalidBatch, ModelMismatch
 from semsearch.corpus.files import Refused
 from semsearch.corpus.folders import FolderError, FolderNotFound
 from semsearch.embedder.client import EmbedderError
+from semsearch.engine.filters import BadGlob
+from semsearch.engine.grep import BadPattern
+from semsearch.engine.location import StoreUnavailable
+from semsearch.engine.runs import LeaseConflict, QueueFull, RunCancelled, RunNotFound
+from semsearch.engine.snapshots import SnapshotRefused
+from semsearch.engine.store import InvalidBatch, ModelMismatch
 
 PROBLEM = "application/problem+json"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from semsearch.processes import clean_env, free_port
+from tests.processes import clean_env, free_port
 
 WEED = str(Path(sys.executable).parent / "weed")
 PORTS = (

@@ -33,11 +33,11 @@ import pyarrow.compute as pc
 from lancedb.index import FTS, IvfSq
 from lancedb.query import LanceVectorQueryBuilder
 
-from semsearch.api.facts import IndexFacts
-from semsearch.api.filters import HIDDEN_STATUSES, TRUE, sql_in, sql_str
-from semsearch.api.lexical import lexical_document
-from semsearch.api.location import IndexLocation, StoreUnavailable, reason
 from semsearch.corpus.folders import RegisteredFolder
+from semsearch.engine.facts import IndexFacts
+from semsearch.engine.filters import HIDDEN_STATUSES, TRUE, sql_in, sql_str
+from semsearch.engine.lexical import lexical_document
+from semsearch.engine.location import IndexLocation, StoreUnavailable, reason
 from semsearch.malloc import trim
 from semsearch.schemas import FileChunks, FileStamp, Folder, IndexBatch, ManifestEntry
 

@@ -26,7 +26,7 @@ from typing import Any
 import lancedb
 import pyarrow as pa
 
-from semsearch.api.location import IndexLocation, StoreUnavailable, reason
+from semsearch.engine.location import IndexLocation, StoreUnavailable, reason
 
 PREFIX = "writer_lease_"
 CLOCK_PROBE = "writer_clock.json"  # written to read the store's time

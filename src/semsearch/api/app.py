@@ -11,18 +11,19 @@ from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
 from semsearch import __version__
-from semsearch.api import errors, routes, snapshots, webui
+from semsearch.api import errors, routes, webui
 from semsearch.api.audit import Audit
 from semsearch.api.auth import Limits, TokenBook
-from semsearch.api.location import IndexLocation
 from semsearch.api.middleware import BodyLimit, HostGuard, PagePolicy
-from semsearch.api.retrieval import SearchEngine
-from semsearch.api.runs import Leases, Runs
-from semsearch.api.store import Store
-from semsearch.api.writer import WriterLease
 from semsearch.config import Settings
 from semsearch.corpus.folders import FolderRegistry
 from semsearch.embedder.client import EmbedderClient
+from semsearch.engine import snapshots
+from semsearch.engine.location import IndexLocation
+from semsearch.engine.retrieval import SearchEngine
+from semsearch.engine.runs import Leases, Runs
+from semsearch.engine.store import Store
+from semsearch.engine.writer import WriterLease
 
 
 def create_app(settings: Settings | None = None, lease: WriterLease | None = None) -> FastAPI:

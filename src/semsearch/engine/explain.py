@@ -7,12 +7,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from semsearch.api.filters import path_multiplier
-from semsearch.api.store import Store
 from semsearch.config import Settings
 from semsearch.corpus.extract import Unindexable, extract
 from semsearch.corpus.files import file_list
 from semsearch.corpus.folders import FolderRegistry
+from semsearch.engine.filters import path_multiplier
+from semsearch.engine.store import Store
 from semsearch.schemas import Explained, FlaggedChunk
 from semsearch.targets import TargetError, resolve_target
 

@@ -9,10 +9,10 @@ is spent, and the block says how many were left out.
 
 from __future__ import annotations
 
-from semsearch.api.retrieval import SearchEngine
 from semsearch.config import Settings
 from semsearch.corpus import files
 from semsearch.corpus.folders import FolderRegistry
+from semsearch.engine.retrieval import SearchEngine
 from semsearch.schemas import GatherRequest, GatherResponse, Hit, SearchRequest
 from semsearch.text import escape_invisible, fence_for, one_line
 

@@ -21,15 +21,15 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from starlette.background import BackgroundTask
 
 from semsearch import __version__
-from semsearch.api import explain, gather, grep, snapshots, symbols
 from semsearch.api.auth import Principal, Read, TokenBook, Worker, Write, authenticate, needs
-from semsearch.api.retrieval import SearchEngine
-from semsearch.api.runs import Leases, RunNotFound, Runs
-from semsearch.api.store import Store, folder_views
 from semsearch.config import Settings
 from semsearch.corpus import files
 from semsearch.corpus.folders import FolderRegistry
 from semsearch.embedder.client import EmbedderClient, EmbedderError
+from semsearch.engine import explain, gather, grep, snapshots, symbols
+from semsearch.engine.retrieval import SearchEngine
+from semsearch.engine.runs import Leases, RunNotFound, Runs
+from semsearch.engine.store import Store, folder_views
 from semsearch.limits import MAX_CAT_LINES, MAX_FILTER_ITEMS, MAX_SYMBOL_RESULTS
 from semsearch.schemas import (
     FINISHED,

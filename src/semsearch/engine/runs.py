@@ -23,7 +23,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from semsearch.api.location import StoreUnavailable
+from semsearch.engine.location import StoreUnavailable
 from semsearch.limits import KEEP_LINES, KEEP_RUNS, MAX_QUEUED, MAX_QUEUED_PER_TOKEN
 from semsearch.schemas import (
     FINISHED,

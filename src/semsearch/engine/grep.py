@@ -12,11 +12,11 @@ from pathlib import Path
 
 import re2
 
-from semsearch.api.filters import glob_matcher
 from semsearch.config import Settings
 from semsearch.corpus.discovery import FileList, size_limit
 from semsearch.corpus.extract import Unindexable, extract
 from semsearch.corpus.folders import FolderNotFound, FolderRegistry
+from semsearch.engine.filters import glob_matcher
 from semsearch.limits import GREP_MAX_LINE_CHARS, GREP_TIME_BUDGET_S
 from semsearch.schemas import GrepMatch, GrepRequest, GrepResponse
 from semsearch.text import lines as text_lines

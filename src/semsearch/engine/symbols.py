@@ -15,11 +15,11 @@ import os
 import re
 from typing import Any
 
-from semsearch.api.filters import TRUE, like_escape, sql_in, sql_str
-from semsearch.api.store import Store
 from semsearch.config import Settings
 from semsearch.corpus import files
 from semsearch.corpus.folders import FolderRegistry
+from semsearch.engine.filters import TRUE, like_escape, sql_in, sql_str
+from semsearch.engine.store import Store
 from semsearch.limits import MAX_SYMBOL_RESULTS
 from semsearch.schemas import Outline, Symbol, Symbols
 

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from semsearch.api.store import Store
 from semsearch.corpus.folders import RegisteredFolder
+from semsearch.engine.store import Store
 from semsearch.limits import COVERAGE_REUSE_S, MAX_COVERAGE_STATS
 from semsearch.schemas import Coverage
 
