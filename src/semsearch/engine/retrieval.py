@@ -20,7 +20,7 @@ import numpy as np
 
 from semsearch.config import Settings
 from semsearch.corpus.folders import FolderNotFound, FolderRegistry
-from semsearch.embedder.client import EmbedderClient
+from semsearch.embedder.interface import Embedder
 from semsearch.engine import filters
 from semsearch.engine.coverage import CoverageCache
 from semsearch.engine.fusion import (
@@ -70,7 +70,7 @@ class SearchEngine:
     """What a search needs, built once at start-up; the routes, gather and anything else search through it."""
 
     store: Store
-    embedder: EmbedderClient
+    embedder: Embedder
     folders: FolderRegistry
     settings: Settings
     coverage: CoverageCache = field(default_factory=CoverageCache)
@@ -91,7 +91,7 @@ class SearchEngine:
 
 
 def search(
-    request: SearchRequest, store: Store, embedder: EmbedderClient, folders: FolderRegistry, settings: Settings
+    request: SearchRequest, store: Store, embedder: Embedder, folders: FolderRegistry, settings: Settings
 ) -> SearchResponse:
     """The one ranking path: filters inside both arms, one fusion (`fuse`), abstention, provenance."""
     started = time.perf_counter()

@@ -36,11 +36,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import ValidationError
 
-from semsearch import __version__
 from semsearch.config import Settings
 from semsearch.corpus.files import file_list
 from semsearch.corpus.folders import FolderRegistry, RegisteredFolder, inside
-from semsearch.embedder.client import EmbedderClient
+from semsearch.embedder.interface import Embedder
 from semsearch.engine.filters import sql_in
 from semsearch.engine.runs import Leases
 from semsearch.engine.store import (
@@ -66,6 +65,7 @@ from semsearch.schemas import (
     SnapshotOrigin,
     relative_path_problem,
 )
+from semsearch.version import __version__
 
 MEMBERS = {CHUNKS: "chunks.arrow", SYMBOLS: "symbols.arrow", FILES: "files.arrow"}
 JOURNAL = "snapshot-import.json"  # in the data dir while a swap is under way
@@ -217,7 +217,7 @@ def import_(
     store: Store,
     registry: FolderRegistry,
     leases: Leases,
-    embedder: EmbedderClient,
+    embedder: Embedder,
     settings: Settings,
     root: str | None,
     allow_outside_root: bool = False,
@@ -400,7 +400,7 @@ def _check_rows(manifest: SnapshotManifest, work: Path) -> None:
 
 
 def _check_identity(
-    manifest: SnapshotManifest, store: Store, embedder: EmbedderClient, settings: Settings, kept: list[str]
+    manifest: SnapshotManifest, store: Store, embedder: Embedder, settings: Settings, kept: list[str]
 ) -> None:
     """The snapshot's vectors must come from the model this API embeds queries with, its
     chunks from the chunker its indexer uses; the folders kept must share both."""

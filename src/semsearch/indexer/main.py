@@ -19,14 +19,18 @@ from semsearch.targets import TargetError, resolve_target
 
 
 @contextmanager
-def connect(settings: Settings, reporter: Reporter | None = None, concurrency: int | None = None) -> Iterator[Indexer]:
+def connect(
+    settings: Settings, reporter: Reporter | None = None, concurrency: int | None = None
+) -> Iterator[tuple[Indexer, ApiClient]]:
+    """An indexer writing through the API at `settings.api_url`, and that API's client (for the
+    run's own endpoints: progress, finish)."""
     embedder = EmbedderClient(
         settings.embedder_target, timeout=settings.embedder_timeout_s, retry_for_s=settings.embedder_retry_s
     )
     try:
         with ApiClient(settings) as api:
             api.folders()  # the API first: if it is down, say so at once
-            yield Indexer(settings, api, embedder, reporter, concurrency or settings.index_concurrency)
+            yield Indexer(settings, api, embedder, reporter, concurrency or settings.index_concurrency), api
     finally:
         embedder.close()
 
@@ -43,8 +47,8 @@ def run_index(
     """One pass: a line per folder, the total, and the JSON summary as the last stdout line."""
     reporter = Reporter(verbose=verbose)
     try:
-        with connect(settings, reporter, concurrency) as indexer:
-            targets, scope = resolve_target(indexer.api.folders(), path)
+        with connect(settings, reporter, concurrency) as (indexer, api):
+            targets, scope = resolve_target(api.folders(), path)
             if not targets:
                 print("No folders registered; add one with `semsearch add PATH`.", file=sys.stderr)
             if dry_run:

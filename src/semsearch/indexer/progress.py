@@ -16,8 +16,10 @@ ProgressHook = Callable[[str, int, int, int], None]  # folder, files done, files
 
 
 class Reporter:
-    def __init__(self, verbose: bool = False, interactive: bool | None = None) -> None:
+    def __init__(self, verbose: bool = False, interactive: bool | None = None, echo: bool = True) -> None:
+        """`echo`: print the run's lines (a library caller that reads the summary says False)."""
         self.verbose = verbose
+        self.echo = echo
         self.interactive = sys.stderr.isatty() if interactive is None else interactive
         self.err = Console(stderr=True, highlight=False)
         self._progress: Progress | None = None
@@ -29,6 +31,8 @@ class Reporter:
     def line(self, text: str) -> None:
         if self.sink is not None:
             self.sink(text, "out")
+        if not self.echo:
+            return
         if self._progress is not None:
             self._progress.console.print(text, markup=False, highlight=False)
         else:

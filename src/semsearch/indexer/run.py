@@ -23,12 +23,14 @@ from typing import TypeVar
 
 import numpy as np
 
-from semsearch.client import ApiClient, ApiError
+from semsearch.client import ApiError
 from semsearch.config import Settings
 from semsearch.corpus import screening
 from semsearch.corpus.discovery import FileList, size_limit
 from semsearch.corpus.extract import Unindexable, extract
-from semsearch.embedder.client import EmbedderClient, EmbedderError, calls_in_flight
+from semsearch.embedder.client import EmbedderError, calls_in_flight
+from semsearch.embedder.interface import Embedder
+from semsearch.index_target import IndexTarget
 from semsearch.indexer.chunker import ChunkSizes, SharedCounts, chunk_document
 from semsearch.indexer.progress import Reporter
 from semsearch.indexer.syntax import CHUNKER, language_for
@@ -107,7 +109,7 @@ class _Pending:
 class _Writer:
     """Sends batches to the API on one background thread, at most one in flight."""
 
-    def __init__(self, api: ApiClient, folder: str, summary: Summary) -> None:
+    def __init__(self, api: IndexTarget, folder: str, summary: Summary) -> None:
         self.api, self.folder, self.summary = api, folder, summary
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="write")
         self._inflight: Future[None] | None = None
@@ -154,8 +156,8 @@ class Indexer:
     def __init__(
         self,
         settings: Settings,
-        api: ApiClient,
-        embedder: EmbedderClient,
+        api: IndexTarget,
+        embedder: Embedder,
         reporter: Reporter | None = None,
         concurrency: int = 2,
     ) -> None:

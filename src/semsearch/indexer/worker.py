@@ -140,8 +140,8 @@ class Worker:
                 self.jobs.put(job)
                 break
         try:
-            with connect(self.settings, Reporter(verbose=self.verbose, interactive=False)) as indexer:
-                folders, scope = resolve_target(indexer.api.folders(), self.path)
+            with connect(self.settings, Reporter(verbose=self.verbose, interactive=False)) as (indexer, api):
+                folders, scope = resolve_target(api.folders(), self.path)
                 targets = folders if "*" in pending else [f for f in folders if f.name in pending]
                 if targets:
                     summary = indexer.run(targets, scope)
@@ -172,29 +172,29 @@ class Worker:
             return out
 
         try:
-            with connect(self.settings, reporter, asked.concurrency) as indexer:
+            with connect(self.settings, reporter, asked.concurrency) as (indexer, api):
 
                 def progress(folder: str, done: int, total: int, chunks: int) -> None:
                     nonlocal last
                     if time.monotonic() - last > 0.5 or done == total:
                         last = time.monotonic()
                         report = RunProgress(folder=folder, files_done=done, files_total=total, chunks=chunks)
-                        indexer.api.run_progress(run.id, report.model_copy(update={"lines": taken()}))
+                        api.run_progress(run.id, report.model_copy(update={"lines": taken()}))
 
                 reporter.hook = progress
-                folders = [f for f in indexer.api.folders() if asked.folder in (None, f.name)]
+                folders = [f for f in api.folders() if asked.folder in (None, f.name)]
                 if asked.folder is not None and not folders:
                     raise ApiError(404, f"no folder named {asked.folder!r}; `semsearch list` shows the registered ones")
                 scope = (asked.scope or "").strip("/")
                 if asked.dry_run:
                     plan = indexer.plan(folders, scope, asked.force)
-                    indexer.api.finish_run(run.id, RunFinish(plan=plan, lines=taken()))
+                    api.finish_run(run.id, RunFinish(plan=plan, lines=taken()))
                     return
                 summary = indexer.run(folders, scope, force=asked.force, max_files=asked.max_files)
                 error = "; ".join(summary.errors) or None
                 while len(lines) > MAX_LOG_LINES:  # a long run's last lines; the summary has the totals
-                    indexer.api.run_progress(run.id, RunProgress(folder=run.progress.folder, lines=taken()))
-                indexer.api.finish_run(run.id, RunFinish(summary=summary.wire(), error=error, lines=taken()))
+                    api.run_progress(run.id, RunProgress(folder=run.progress.folder, lines=taken()))
+                api.finish_run(run.id, RunFinish(summary=summary.wire(), error=error, lines=taken()))
         except (ApiError, EmbedderError) as exc:
             try:
                 with ApiClient(self.settings) as api:

@@ -18,7 +18,6 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
-from semsearch import __version__
 from semsearch.client import CALLER_TOKEN, ApiError
 from semsearch.config import Settings
 from semsearch.limits import INDEX_TOOL_WAIT_S
@@ -37,6 +36,7 @@ from semsearch.schemas import (
     Wire,
 )
 from semsearch.text import escape_invisible, fence_for, one_line
+from semsearch.version import __version__
 
 DEFAULT_DESCRIPTION = (
     "Search the user's local folders of code and documents indexed by semsearch. Returns the most "

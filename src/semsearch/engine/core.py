@@ -1,0 +1,185 @@
+"""`Engine`: one index and everything that answers over it, in this process.
+
+Built once from a service's settings and an embedder (the gRPC client in the API, the model
+itself in `semsearch.connect`); the REST routes are thin adapters over its methods, and it is
+also what an indexer writes through when it runs in the same process (`Indexer` takes it where it
+would take the REST client: the same methods, the same wire types). Nothing here knows of HTTP:
+who may call what, and which folders a caller sees, is the adapter's business — a method that
+takes a folder name trusts that the caller was allowed it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from datetime import timedelta
+
+import numpy as np
+
+from semsearch.config import Settings
+from semsearch.corpus.folders import FolderRegistry
+from semsearch.embedder.client import EmbedderError
+from semsearch.embedder.interface import Embedder
+from semsearch.engine import gather as gathering
+from semsearch.engine import snapshots
+from semsearch.engine.location import IndexLocation
+from semsearch.engine.retrieval import SearchEngine
+from semsearch.engine.runs import Leases, Runs
+from semsearch.engine.store import Store, folder_views
+from semsearch.engine.writer import WriterLease
+from semsearch.schemas import (
+    Calibration,
+    EmbedderStatus,
+    Folder,
+    GatherRequest,
+    GatherResponse,
+    IndexBatch,
+    IndexBatchResult,
+    Lease,
+    Manifest,
+    Optimized,
+    SearchRequest,
+    SearchResponse,
+    Status,
+)
+from semsearch.version import __version__
+
+log = logging.getLogger("semsearch.engine")
+
+
+class Engine:
+    def __init__(self, settings: Settings, embedder: Embedder, lease: WriterLease | None = None) -> None:
+        """`lease`: the writer lease over a shared index, taken before (only a writer holds one)."""
+        recovered = snapshots.recover(settings)
+        if recovered:
+            log.warning(recovered)
+        self.settings, self.embedder, self.lease = settings, embedder, lease
+        location = IndexLocation.from_settings(settings)
+        replica = settings.role == "query"
+        shared = location if location.local is None else None
+        self.store = Store(
+            location,
+            timedelta(seconds=settings.version_retention_s),
+            settings.housekeeping_every_writes,
+            read_consistency=timedelta(seconds=settings.read_consistency_s) if replica else None,
+        )
+        # With the index on object storage the folder list and the run queue live beside it:
+        # every API over that index (the writer, its query replicas) reads the same ones.
+        self.registry = FolderRegistry(
+            settings.folders_file,
+            settings.corpus_root,
+            [settings.data_dir, settings.model_cache_dir],
+            shared=shared,
+            refresh_s=settings.read_consistency_s if replica else 0.0,
+        )
+        self.leases = Leases(settings.lease_ttl_s)
+        self.runs = Runs(
+            silence=timedelta(seconds=settings.run_silence_s),
+            shared=shared,
+            refresh_s=settings.read_consistency_s if replica else 0.0,
+        )
+        self.searcher = SearchEngine(self.store, embedder, self.registry, settings)
+
+    def close(self) -> None:
+        self.embedder.close()
+        if self.lease is not None:
+            self.lease.release()
+
+    # --- folders -----------------------------------------------------------------------
+
+    def folders(self, registry: FolderRegistry | None = None) -> list[Folder]:
+        """The registered folders (or those `registry`, a caller's view, holds) with their counts."""
+        return folder_views((registry or self.registry).all(), self.store)
+
+    def add_folder(self, path: str, name: str | None = None, allow_outside_root: bool = False) -> Folder:
+        added = self.registry.add(path, name, allow_outside_root)
+        return Folder(name=added.name, path=added.path)
+
+    def remove_folder(self, name: str, keep_index: bool = False) -> Folder:
+        removed = self.registry.remove(name)
+        if not keep_index:
+            self.store.drop_folder(removed.name)
+        return Folder(name=removed.name, path=removed.path)
+
+    # --- what an indexer writes through (the REST client's methods of the same names) ----
+
+    def manifest(self, folder: str) -> Manifest:
+        name = self.registry.get(folder).name
+        return Manifest(folder=name, files=self.store.manifest(name))
+
+    def take_lease(self, folder: str, holder: str) -> Lease:
+        return self.leases.acquire(self.registry.get(folder).name, holder)
+
+    def release_lease(self, folder: str, lease_id: str) -> None:
+        self.leases.release(self.registry.get(folder).name, lease_id)
+
+    def apply(self, folder: str, batch: IndexBatch) -> IndexBatchResult:
+        name = self.registry.get(folder).name
+        self.leases.check(name, batch.lease)
+        written = self.store.apply(name, batch)
+        return IndexBatchResult(
+            upserted=len(batch.upserts), touched=len(batch.touches), deleted=len(batch.deletes), chunks_written=written
+        )
+
+    def report_skipped(self, folder: str, lease: str | None, skipped_by: dict[str, int]) -> None:
+        name = self.registry.get(folder).name
+        self.leases.check(name, lease)
+        self.store.record_skipped(name, skipped_by)
+
+    def optimize(self) -> Optimized:
+        return Optimized.model_validate(self.store.optimize(self.settings.ann_min_rows))
+
+    def calibration(self, pairs: int = 500, folders: list[str] | None = None) -> Calibration:
+        """Cosine of random chunk pairs (of `folders` only, when given): its p99 is a floor for `minScore`."""
+        vectors = self.store.sample_vectors(2 * pairs, folders=folders)
+        min_score = self.settings.min_score
+        if len(vectors) < 4:
+            return Calibration(pairs=0, p99=None, suggested_min_score=None, min_score=min_score)
+        half = len(vectors) // 2
+        cosines = (vectors[:half] * vectors[half : 2 * half]).sum(axis=1)
+        p99 = float(np.percentile(cosines, 99))
+        return Calibration(
+            pairs=half, p99=round(p99, 4), suggested_min_score=math.ceil(p99 * 20) / 20, min_score=min_score
+        )
+
+    def status(self, registry: FolderRegistry | None = None, every_folder: bool = True) -> Status:
+        """Model, embedder, folders (those `registry` holds), totals; the index's size and place
+        only for `every_folder` (a caller that sees every folder)."""
+        embedder = self.embedder
+        try:
+            info = embedder.info()
+            emb = EmbedderStatus(
+                address=embedder.address,
+                ready=True,
+                model_id=info.model_id,
+                dimension=info.dimension,
+                max_sequence_length=info.max_sequence_length,
+                quantisation=info.quantisation,
+            )
+        except EmbedderError as exc:
+            emb = EmbedderStatus(address=embedder.address, ready=False, error=str(exc))
+        views = self.folders(registry)
+        store, settings = self.store, self.settings
+        return Status(
+            version=__version__,
+            role=settings.role,
+            notice=store.notice,
+            data_dir=str(settings.data_dir) if every_folder else None,
+            index_bytes=store.disk_bytes() if every_folder else None,
+            embedder=emb,
+            folders=views,
+            files=sum(f.files for f in views),
+            chunks=sum(f.chunks for f in views),
+            vector_index=store.ann_kind or "flat",
+            full_text_index=store.fts_ready,
+            snapshot=store.meta.get("snapshot"),
+        )
+
+    # --- answers ---------------------------------------------------------------------------
+
+    def search(self, request: SearchRequest) -> SearchResponse:
+        return self.searcher.search(request)
+
+    def gather(self, request: GatherRequest, registry: FolderRegistry | None = None) -> GatherResponse:
+        """`registry`: the caller's view of the folders; context lines are read through it."""
+        return gathering.gather(request, self.searcher, registry or self.registry)

@@ -1,0 +1,195 @@
+"""`semsearch.connect`: the engine as a library, in one process or over a running API.
+
+    import semsearch
+    db = semsearch.connect("~/.local/share/semsearch")   # a local index, the model in-process
+    db = semsearch.connect("http://127.0.0.1:8765")      # a running API, the same methods
+    db.add("~/code/my-api"); db.index(); hits = db.search("retry with backoff", k=5)
+
+A local database is the engine, the embedding model and the indexer in this process: no server,
+no port, nothing started. A remote one is the REST client: `index` asks the API's worker for a
+run and waits for it. Both take and return the wire types (`semsearch.schemas`), so a hit found
+here is the hit the REST API returns for the same index.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Protocol
+
+from semsearch.client import ApiClient, ApiError
+from semsearch.config import Settings
+from semsearch.schemas import (
+    FINISHED,
+    Folder,
+    GatherRequest,
+    GatherResponse,
+    Hit,
+    RunRequest,
+    RunSummary,
+    SearchRequest,
+    SearchResponse,
+    Status,
+)
+
+RUN_WAIT_S = 60.0  # one long poll of a remote run; `index` polls again until the run ends
+
+
+class _Backend(Protocol):
+    def folders(self) -> list[Folder]: ...
+    def add_folder(self, path: str, name: str | None = None, allow_outside_root: bool = False) -> Folder: ...
+    def remove_folder(self, name: str, keep_index: bool = False) -> Folder: ...
+    def search(self, request: SearchRequest) -> SearchResponse: ...
+    def gather(self, request: GatherRequest) -> GatherResponse: ...
+    def status(self) -> Status: ...
+    def index(self, folder: str | None, force: bool) -> RunSummary: ...
+    def close(self) -> None: ...
+
+
+class Database:
+    """An index of folders, and the questions it answers. Use it as a context manager, or close it."""
+
+    def __init__(self, backend: _Backend, where: str) -> None:
+        self._backend, self.where = backend, where
+
+    def __repr__(self) -> str:
+        return f"<semsearch.Database {self.where}>"
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._backend.close()
+
+    def add(self, path: str | Path, name: str | None = None, allow_outside_root: bool = False) -> Folder:
+        """Register a folder (its files are indexed by the next `index`)."""
+        return self._backend.add_folder(os.path.abspath(os.path.expanduser(str(path))), name, allow_outside_root)
+
+    def remove(self, name: str, keep_index: bool = False) -> Folder:
+        return self._backend.remove_folder(name, keep_index)
+
+    def folders(self) -> list[Folder]:
+        return self._backend.folders()
+
+    def index(self, folder: str | None = None, force: bool = False) -> RunSummary:
+        """Bring the index up to date with the files (one folder, or all): only changed files are read."""
+        return self._backend.index(folder, force)
+
+    def search(self, query: str, k: int = 10, **options: Any) -> list[Hit]:
+        """The ranked chunks for `query`; `options` are `SearchRequest`'s fields (`folder`, `mode`,
+        `path_glob`, `min_score`, …), by their Python or their wire names."""
+        return self.query(query, k=k, **options).hits
+
+    def query(self, query: str, k: int = 10, **options: Any) -> SearchResponse:
+        """`search` with everything the answer says besides its hits (coverage, notes, abstention)."""
+        return self._backend.search(SearchRequest.model_validate({"query": query, "k": k, **options}))
+
+    def gather(self, query: str, **options: Any) -> GatherResponse:
+        """The hits packed into one Markdown block for a context window (`GatherRequest`'s fields)."""
+        return self._backend.gather(GatherRequest.model_validate({"query": query, **options}))
+
+    def status(self) -> Status:
+        return self._backend.status()
+
+
+class _Local:
+    """The engine, the model and the indexer in this process."""
+
+    def __init__(self, settings: Settings) -> None:
+        from semsearch.embedder.local import LocalEmbedder
+        from semsearch.engine.core import Engine
+
+        settings.index_dir.mkdir(parents=True, exist_ok=True)
+        self.settings = settings
+        self.engine = Engine(settings, LocalEmbedder.from_settings(settings))
+
+    def folders(self) -> list[Folder]:
+        return self.engine.folders()
+
+    def add_folder(self, path: str, name: str | None = None, allow_outside_root: bool = False) -> Folder:
+        return self.engine.add_folder(path, name, allow_outside_root)
+
+    def remove_folder(self, name: str, keep_index: bool = False) -> Folder:
+        return self.engine.remove_folder(name, keep_index)
+
+    def search(self, request: SearchRequest) -> SearchResponse:
+        return self.engine.search(request)
+
+    def gather(self, request: GatherRequest) -> GatherResponse:
+        return self.engine.gather(request)
+
+    def status(self) -> Status:
+        return self.engine.status()
+
+    def index(self, folder: str | None, force: bool) -> RunSummary:
+        from semsearch.indexer.progress import Reporter
+        from semsearch.indexer.run import Indexer
+
+        targets = [f for f in self.engine.folders() if folder in (None, f.name)]
+        if folder is not None and not targets:
+            raise ApiError(404, f"no folder named {folder!r}; `folders()` lists the registered ones")
+        indexer = Indexer(
+            self.settings,
+            self.engine,
+            self.engine.embedder,
+            Reporter(interactive=False, echo=False),
+            self.settings.index_concurrency,
+        )
+        return indexer.run(targets, force=force).wire()
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+class _Remote:
+    """A running API: every method is a REST call."""
+
+    def __init__(self, settings: Settings, url: str, token: str | None) -> None:
+        self.api = ApiClient(settings, url=url, token=token)
+
+    def folders(self) -> list[Folder]:
+        return self.api.folders()
+
+    def add_folder(self, path: str, name: str | None = None, allow_outside_root: bool = False) -> Folder:
+        return self.api.add_folder(path, name, allow_outside_root)
+
+    def remove_folder(self, name: str, keep_index: bool = False) -> Folder:
+        return self.api.remove_folder(name, keep_index)
+
+    def search(self, request: SearchRequest) -> SearchResponse:
+        return self.api.search(request)
+
+    def gather(self, request: GatherRequest) -> GatherResponse:
+        return self.api.gather(request)
+
+    def status(self) -> Status:
+        return self.api.status()
+
+    def index(self, folder: str | None, force: bool) -> RunSummary:
+        """A run the API's worker executes (`semsearch serve` runs one), followed to its end."""
+        run = self.api.request_run(RunRequest(folder=folder, force=force))
+        while run.state not in FINISHED:
+            run = self.api.run(run.id, wait=RUN_WAIT_S)
+        if run.state != "done" or run.summary is None:
+            raise ApiError(500, f"index run {run.id} ended {run.state}: {run.error or 'no summary'}")
+        return run.summary
+
+    def close(self) -> None:
+        self.api.close()
+
+
+def connect(where: str | Path, token: str | None = None, **settings: Any) -> Database:
+    """A database at `where`: a directory (created if missing) holds a local index used in this
+    process; an `http(s)://` URL is a running API (`token`: its bearer token). `settings` are
+    `Settings` fields (`corpus_root`, `min_score`, …), as `SEMSEARCH_*` variables set them."""
+    text = str(where)
+    if text.startswith(("http://", "https://")):
+        config = Settings(**settings)
+        secret = token or (config.token.get_secret_value() if config.token else None)
+        return Database(_Remote(config, text.rstrip("/"), secret), text)
+    data = Path(os.path.expanduser(text)).resolve()
+    return Database(_Local(Settings(data_dir=data, **settings)), str(data))
