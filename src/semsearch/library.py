@@ -14,6 +14,7 @@ here is the hit the REST API returns for the same index.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
@@ -37,21 +38,25 @@ RUN_WAIT_S = 60.0  # one long poll of a remote run; `index` polls again until th
 
 
 class _Backend(Protocol):
+    """What both the engine (local) and the REST client (remote) answer, by the same names."""
+
     def folders(self) -> list[Folder]: ...
     def add_folder(self, path: str, name: str | None = None, allow_outside_root: bool = False) -> Folder: ...
     def remove_folder(self, name: str, keep_index: bool = False) -> Folder: ...
     def search(self, request: SearchRequest) -> SearchResponse: ...
     def gather(self, request: GatherRequest) -> GatherResponse: ...
     def status(self) -> Status: ...
-    def index(self, folder: str | None, force: bool) -> RunSummary: ...
     def close(self) -> None: ...
+
+
+Runner = Callable[[str | None, bool], RunSummary]  # an index run: folder (None: all), force
 
 
 class Database:
     """An index of folders, and the questions it answers. Use it as a context manager, or close it."""
 
-    def __init__(self, backend: _Backend, where: str) -> None:
-        self._backend, self.where = backend, where
+    def __init__(self, backend: _Backend, run: Runner, where: str) -> None:
+        self._backend, self._run, self.where = backend, run, where
 
     def __repr__(self) -> str:
         return f"<semsearch.Database {self.where}>"
@@ -77,7 +82,7 @@ class Database:
 
     def index(self, folder: str | None = None, force: bool = False) -> RunSummary:
         """Bring the index up to date with the files (one folder, or all): only changed files are read."""
-        return self._backend.index(folder, force)
+        return self._run(folder, force)
 
     def search(self, query: str, k: int = 10, **options: Any) -> list[Hit]:
         """The ranked chunks for `query`; `options` are `SearchRequest`'s fields (`folder`, `mode`,
@@ -96,90 +101,40 @@ class Database:
         return self._backend.status()
 
 
-class _Local:
+def _local(settings: Settings) -> Database:
     """The engine, the model and the indexer in this process."""
+    from semsearch.embedder.local import LocalEmbedder
+    from semsearch.engine.core import Engine
+    from semsearch.indexer.progress import Reporter
+    from semsearch.indexer.run import Indexer
 
-    def __init__(self, settings: Settings) -> None:
-        from semsearch.embedder.local import LocalEmbedder
-        from semsearch.engine.core import Engine
+    settings.index_dir.mkdir(parents=True, exist_ok=True)
+    engine = Engine(settings, LocalEmbedder.from_settings(settings))
 
-        settings.index_dir.mkdir(parents=True, exist_ok=True)
-        self.settings = settings
-        self.engine = Engine(settings, LocalEmbedder.from_settings(settings))
-
-    def folders(self) -> list[Folder]:
-        return self.engine.folders()
-
-    def add_folder(self, path: str, name: str | None = None, allow_outside_root: bool = False) -> Folder:
-        return self.engine.add_folder(path, name, allow_outside_root)
-
-    def remove_folder(self, name: str, keep_index: bool = False) -> Folder:
-        return self.engine.remove_folder(name, keep_index)
-
-    def search(self, request: SearchRequest) -> SearchResponse:
-        return self.engine.search(request)
-
-    def gather(self, request: GatherRequest) -> GatherResponse:
-        return self.engine.gather(request)
-
-    def status(self) -> Status:
-        return self.engine.status()
-
-    def index(self, folder: str | None, force: bool) -> RunSummary:
-        from semsearch.indexer.progress import Reporter
-        from semsearch.indexer.run import Indexer
-
-        targets = [f for f in self.engine.folders() if folder in (None, f.name)]
+    def run(folder: str | None, force: bool) -> RunSummary:
+        targets = [f for f in engine.folders() if folder in (None, f.name)]
         if folder is not None and not targets:
             raise ApiError(404, f"no folder named {folder!r}; `folders()` lists the registered ones")
-        indexer = Indexer(
-            self.settings,
-            self.engine,
-            self.engine.embedder,
-            Reporter(interactive=False, echo=False),
-            self.settings.index_concurrency,
-        )
+        quiet = Reporter(interactive=False, echo=False)
+        indexer = Indexer(settings, engine, engine.embedder, quiet, settings.index_concurrency)
         return indexer.run(targets, force=force).wire()
 
-    def close(self) -> None:
-        self.engine.close()
+    return Database(engine, run, str(settings.data_dir))
 
 
-class _Remote:
-    """A running API: every method is a REST call."""
+def _remote(settings: Settings, url: str, token: str | None) -> Database:
+    """A running API: every method is a REST call; a run is the API worker's, followed to its end."""
+    api = ApiClient(settings, url=url, token=token)
 
-    def __init__(self, settings: Settings, url: str, token: str | None) -> None:
-        self.api = ApiClient(settings, url=url, token=token)
+    def run(folder: str | None, force: bool) -> RunSummary:
+        started = api.request_run(RunRequest(folder=folder, force=force))
+        while started.state not in FINISHED:
+            started = api.run(started.id, wait=RUN_WAIT_S)
+        if started.state != "done" or started.summary is None:
+            raise ApiError(500, f"index run {started.id} ended {started.state}: {started.error or 'no summary'}")
+        return started.summary
 
-    def folders(self) -> list[Folder]:
-        return self.api.folders()
-
-    def add_folder(self, path: str, name: str | None = None, allow_outside_root: bool = False) -> Folder:
-        return self.api.add_folder(path, name, allow_outside_root)
-
-    def remove_folder(self, name: str, keep_index: bool = False) -> Folder:
-        return self.api.remove_folder(name, keep_index)
-
-    def search(self, request: SearchRequest) -> SearchResponse:
-        return self.api.search(request)
-
-    def gather(self, request: GatherRequest) -> GatherResponse:
-        return self.api.gather(request)
-
-    def status(self) -> Status:
-        return self.api.status()
-
-    def index(self, folder: str | None, force: bool) -> RunSummary:
-        """A run the API's worker executes (`semsearch serve` runs one), followed to its end."""
-        run = self.api.request_run(RunRequest(folder=folder, force=force))
-        while run.state not in FINISHED:
-            run = self.api.run(run.id, wait=RUN_WAIT_S)
-        if run.state != "done" or run.summary is None:
-            raise ApiError(500, f"index run {run.id} ended {run.state}: {run.error or 'no summary'}")
-        return run.summary
-
-    def close(self) -> None:
-        self.api.close()
+    return Database(api, run, url)
 
 
 def connect(where: str | Path, token: str | None = None, **settings: Any) -> Database:
@@ -190,6 +145,5 @@ def connect(where: str | Path, token: str | None = None, **settings: Any) -> Dat
     if text.startswith(("http://", "https://")):
         config = Settings(**settings)
         secret = token or (config.token.get_secret_value() if config.token else None)
-        return Database(_Remote(config, text.rstrip("/"), secret), text)
-    data = Path(os.path.expanduser(text)).resolve()
-    return Database(_Local(Settings(data_dir=data, **settings)), str(data))
+        return _remote(config, text.rstrip("/"), secret)
+    return _local(Settings(data_dir=Path(os.path.expanduser(text)).resolve(), **settings))
