@@ -1,1 +1,1 @@
-"""The REST API: owns the LanceDB index and the folder list; ranks results for every client."""
+"""The REST API: the engine (`semsearch.engine`) over HTTP, with tokens, scopes, guards and the web UI."""
