@@ -80,7 +80,7 @@ def test_the_note_reaches_mcp_gather_and_the_cli(harbour: tuple[Stack, Path]) ->
     stack, _ = harbour
 
     found, gathered = stack.mcp(
-        ("search", {"query": "who boards the ships", "min_score": -1}),
+        ("search", {"query": "who boards the ships", "minScore": -1}),
         ("gather", {"query": "who boards the ships", "k": 1}),
     )
     texts = [c.text for c in found.content]

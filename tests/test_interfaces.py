@@ -192,12 +192,12 @@ def test_status_and_folders_report_counts(stack: Stack, project: Path) -> None:
 def tool_calls(project: Path) -> dict[str, dict[str, Any]]:
     """One call of every tool (but index_status, which needs a run id), for stdio and HTTP alike."""
     return {
-        "search": {"query": "exchange refresh token", "min_score": -1},
+        "search": {"query": "exchange refresh token", "minScore": -1},
         "gather": {"query": "exchange refresh token", "k": 1, "contextLines": 1},
         "list_folders": {},
         "cat_file": {"filePath": str(project / "docs/guide.md"), "startLine": 3, "endLine": 5},
         "grep": {"pattern": "refresh_session", "fileGlob": "*.py"},
-        "index": {"root": "api"},
+        "index": {"folder": "api"},
     }
 
 
@@ -227,7 +227,7 @@ def test_every_mcp_tool_over_stdio(stack: Stack, project: Path) -> None:
             tools = {t.name: t for t in (await client.list_tools()).tools}
             out: dict[str, Any] = {"tools": tools, "version": client.server_info.version if client.server_info else ""}
             calls = tool_calls(project) | {
-                "search": {"query": "exchange refresh token", "k": 3, "folder": "api", "min_score": -1}
+                "search": {"query": "exchange refresh token", "k": 3, "folder": "api", "minScore": -1}
             }
             out |= await call_all(client, calls)
             bad = await client.call_tool("search", {"query": "x", "kk": 3})
@@ -277,10 +277,10 @@ def test_mcp_tool_errors_carry_the_apis_reason(stack: Stack, project: Path) -> N
         params = StdioServerParameters(command=SEMSEARCH, args=["mcp"], env=stack.env)
         calls: dict[str, dict[str, Any]] = {
             "cat_file": {"filePath": "/etc/passwd"},
-            "index_status": {"run_id": "nope"},
+            "index_status": {"runId": "nope"},
             "search": {"query": "x", "exclude": ",".join(f"f{i}" for i in range(40))},
             "grep": {"pattern": "(unclosed", "regex": True},
-            "index": {"root": "not-a-folder"},
+            "index": {"folder": "not-a-folder"},
         }
         out = {}
         async with Client(params) as client:
@@ -304,7 +304,7 @@ def test_index_status_tool_and_cli(api_factory: Any, tmp_path: Path) -> None:
     stack.cli("add", str(tmp_path / "queued"))
     with stack.http() as http:
         run = http.post("/v1/runs", json={"folder": "queued"}).json()
-    error, texts = mcp_call(stack, "index_status", {"run_id": run["id"]})
+    error, texts = mcp_call(stack, "index_status", {"runId": run["id"]})
     assert not error and json.loads(texts[0])["state"] == "queued" and "index_status" in json.loads(texts[0])["hint"]
     cli = json.loads(stack.cli("index-status", run["id"], "--json").stdout)
     assert cli["id"] == run["id"]
@@ -346,7 +346,7 @@ def test_streamable_http_needs_the_token_and_checks_origin(stack: Stack, project
             async with Client(streamable_http_client(url, http_client=http_client)) as client:  # type: ignore[arg-type]
                 out |= await call_all(client, calls)
                 run_id = json.loads(out["index"][0])["id"]
-                status = await client.call_tool("index_status", {"run_id": run_id})
+                status = await client.call_tool("index_status", {"runId": run_id})
                 out["index_status"] = [c.text for c in status.content]  # type: ignore[union-attr]
             return out
 
@@ -452,5 +452,5 @@ def test_path_boosts_from_the_cli_and_from_a_projects_file_over_mcp(stack: Stack
     assert [h["boost"] for h in boosted if h["relPath"].startswith("tests/")] == [0.5]
     # A project's boosts replace the server's: here its sources go down, so its test comes first.
     (repo / ".semsearch.json").write_text(json.dumps({"folders": ["retrying"], "pathBoosts": {"src/**": 0.5}}))
-    failed, texts = mcp_call(stack, "search", {"query": "test retry backoff", "min_score": -1}, cwd=repo)
+    failed, texts = mcp_call(stack, "search", {"query": "test retry backoff", "minScore": -1}, cwd=repo)
     assert not failed and json.loads(texts[0])[0]["relPath"] == "tests/test_retry.py"

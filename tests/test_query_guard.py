@@ -82,7 +82,7 @@ def test_the_note_reaches_the_cli_mcp_and_gather(stack: Stack, corpus: Path) -> 
     assert "note: the query looks like a pasted prompt" in cli.stderr
     assert json.loads(cli.stdout)[0]["relPath"] == "auth/session.py"
 
-    found, gathered = stack.mcp(("search", {"query": PROMPT, "min_score": -1}), ("gather", {"query": PROMPT, "k": 1}))
+    found, gathered = stack.mcp(("search", {"query": PROMPT, "minScore": -1}), ("gather", {"query": PROMPT, "k": 1}))
     texts = [c.text for c in found.content]
     assert json.loads(texts[0])[0]["relPath"] == "auth/session.py"
     assert any("looks like a pasted prompt" in t for t in texts[1:])

@@ -102,7 +102,7 @@ def test_flags_reach_results_labels_and_explain(stack: Stack, planted: Path) -> 
 @pytest.mark.e2e
 def test_mcp_shows_invisible_characters_escaped(stack: Stack, planted: Path) -> None:
     found, gathered = stack.mcp(
-        ("search", {"query": "deploy the release script", "min_score": -1}),
+        ("search", {"query": "deploy the release script", "minScore": -1}),
         ("gather", {"query": "deploy the release script", "k": 1}),
     )
     hit = next(h for h in json.loads(found.content[0].text) if h["relPath"] == "deploy.md")

@@ -49,15 +49,15 @@ def test_typescript_client_over_stdio(stack: Stack, project: Path) -> None:
     out = ts_client({
         "transport": "stdio", "command": SEMSEARCH, "args": ["mcp"], "env": stack.env,
         "calls": [
-            {"name": "search", "arguments": {"query": "who boards the ships", "k": 3, "min_score": -1}},
+            {"name": "search", "arguments": {"query": "who boards the ships", "k": 3, "minScore": -1}},
             {"name": "cat_file", "arguments": {"filePath": "/etc/passwd"}},
-            {"name": "index_status", "arguments": {"run_id": "nope"}},
+            {"name": "index_status", "arguments": {"runId": "nope"}},
             {"name": "grep", "arguments": {"pattern": "(unclosed", "regex": True}},
             {"name": "search", "arguments": {"query": "x", "kk": 3}},
             {"name": "list_folders", "arguments": {}},
             {"name": "grep", "arguments": {"pattern": "outer buoy"}},
-            {"name": "search", "arguments": {"query": "zzzz qqqq", "min_score": 0.99}},
-            {"name": "gather", "arguments": {"query": "pilot", "max_tokens": 10}},
+            {"name": "search", "arguments": {"query": "zzzz qqqq", "minScore": 0.99}},
+            {"name": "gather", "arguments": {"query": "pilot", "maxTokens": 10}},
         ],
     })  # fmt: skip
     assert out["serverInfo"]["version"] == __version__
@@ -92,7 +92,7 @@ def test_typescript_client_over_stdio(stack: Stack, project: Path) -> None:
     assert cat["isError"] and "outside the indexed folders" in cat["text"][0] and "list_folders" in cat["text"][0]
     assert status["isError"] and "no index run 'nope'" in status["text"][0]
     assert grep["isError"] and "invalid regular expression '(unclosed': missing ): (unclosed;" in grep["text"][0]
-    assert small["isError"] and "max_tokens" in small["text"][0] and "greater than or equal to 50" in small["text"][0]
+    assert small["isError"] and "maxTokens" in small["text"][0] and "greater than or equal to 50" in small["text"][0]
     assert "errors.pydantic.dev" not in small["text"][0]  # no link out in an argument error
     assert unknown["isError"] and "kk" in " ".join(unknown["text"])
     assert not folders["isError"] and json.loads(folders["text"][0])[0]["name"] == "harbour"
@@ -131,7 +131,7 @@ def test_typescript_client_over_streamable_http(stack: Stack, project: Path) -> 
         _wait_port(bridge, port)
         plan = {"transport": "http", "url": f"http://127.0.0.1:{port}/mcp",
                 "headers": {"Authorization": "Bearer ts-client-secret"},
-                "calls": [{"name": "search", "arguments": {"query": "harbour pilot", "k": 1, "min_score": -1}},
+                "calls": [{"name": "search", "arguments": {"query": "harbour pilot", "k": 1, "minScore": -1}},
                           {"name": "cat_file", "arguments": {"filePath": "/etc/shadow"}}]}  # fmt: skip
         out = ts_client(plan)
     finally:

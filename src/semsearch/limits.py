@@ -7,6 +7,12 @@ from __future__ import annotations
 # --- requests ---------------------------------------------------------------------------------
 # Each list-filter item becomes part of the query's SQL prefilter (or a compiled glob), so an
 # unbounded list is an unbounded expression. Real filters use a handful.
+MAX_QUERY_CHARS = 4_000  # a question, a phrase or a pasted prompt (the guard trims the prompt)
+MAX_RESULTS = 200  # hits of one search or gather
+MAX_CONTEXT_LINES = 200  # gather: lines of the file around each hit
+MAX_GATHER_TOKENS = 200_000  # gather: the largest budget a caller may ask for
+MAX_GREP_RESULTS = 1_000  # matched lines of one grep
+MAX_PATTERN_CHARS = 1_000  # a grep pattern
 MAX_FILTER_ITEMS = 32
 MAX_FILTER_CHARS = 256
 # The indexer's batch writes: far above what it sends (32 files, 500 deletes per batch; a chunk

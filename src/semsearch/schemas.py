@@ -17,11 +17,17 @@ from pydantic.alias_generators import to_camel
 from semsearch.limits import (
     MAX_BATCH_FILES,
     MAX_CHUNK_CHARS,
+    MAX_CONTEXT_LINES,
     MAX_FILE_CHUNKS,
     MAX_FILE_SYMBOLS,
     MAX_FILTER_CHARS,
     MAX_FILTER_ITEMS,
+    MAX_GATHER_TOKENS,
+    MAX_GREP_RESULTS,
     MAX_LOG_LINES,
+    MAX_PATTERN_CHARS,
+    MAX_QUERY_CHARS,
+    MAX_RESULTS,
 )
 
 # Folder names appear in URLs, filters and results: a safe, short alphabet.
@@ -342,7 +348,7 @@ class ClaimIn(Request):
 # --- search ------------------------------------------------------------------
 
 
-def _split_commas(value: Any) -> Any:
+def split_commas(value: Any) -> Any:
     """`"a,b"` and `["a", "b"]` both mean two values: CLI flags and JSON clients alike; repeats count once."""
     if isinstance(value, str):
         value = [part.strip() for part in value.split(",") if part.strip()]
@@ -353,7 +359,7 @@ def _split_commas(value: Any) -> Any:
 
 FilterValue = Annotated[str, StringConstraints(min_length=1, max_length=MAX_FILTER_CHARS)]
 StrList = Annotated[
-    Annotated[list[FilterValue], Field(max_length=MAX_FILTER_ITEMS)] | None, BeforeValidator(_split_commas)
+    Annotated[list[FilterValue], Field(max_length=MAX_FILTER_ITEMS)] | None, BeforeValidator(split_commas)
 ]
 
 
@@ -362,8 +368,8 @@ PathBoosts = Annotated[dict[FilterValue, Multiplier], Field(max_length=MAX_FILTE
 
 
 class SearchRequest(Request):
-    query: str = Field(min_length=1, max_length=4000, description="A question, a phrase or an identifier.")
-    k: int = Field(10, ge=1, le=200, description="How many results.")
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="A question, a phrase or an identifier.")
+    k: int = Field(10, ge=1, le=MAX_RESULTS, description="How many results.")
     mode: Literal["hybrid", "vector", "lexical"] | None = Field(
         None, description="Ranking: hybrid (default unless hybridSearch is off), vector only, or BM25 only."
     )
@@ -540,12 +546,14 @@ class Optimized(Wire):
 
 
 class GrepRequest(Request):
-    pattern: str = Field(min_length=1, max_length=1000, description="Text to find (a literal unless regex=true).")
+    pattern: str = Field(
+        min_length=1, max_length=MAX_PATTERN_CHARS, description="Text to find (a literal unless regex=true)."
+    )
     folder: StrList = Field(None, description="Only these folders.")
     file_glob: StrList = Field(None, description="Only files matching these globs, e.g. `*.py`.")
-    case_sensitive: bool = False
+    case_sensitive: bool = Field(False, description="Match case exactly (default: ignore case).")
     regex: bool = Field(False, description="RE2 syntax (linear time: no catastrophic backtracking).")
-    max_results: int = Field(100, ge=1, le=1000)
+    max_results: int = Field(100, ge=1, le=MAX_GREP_RESULTS, description="Matched lines returned at most.")
 
 
 class GrepMatch(Wire):
@@ -563,8 +571,10 @@ class GrepResponse(Wire):
 
 
 class GatherRequest(SearchRequest):
-    context_lines: int = Field(0, ge=0, le=200, description="Lines of the file around each chunk.")
-    max_tokens: int | None = Field(None, ge=50, le=200_000, description="Pack whole hits up to this budget.")
+    context_lines: int = Field(0, ge=0, le=MAX_CONTEXT_LINES, description="Lines of the file around each chunk.")
+    max_tokens: int | None = Field(
+        None, ge=50, le=MAX_GATHER_TOKENS, description="Pack whole hits up to this budget (model tokens)."
+    )
 
 
 class GatherResponse(Wire):
