@@ -1,0 +1,28 @@
+"""The CLI's search, gather and grep options against the REST request models they fill: every
+option is a field of the model (under the same name, so `--min-score` is `minScore` on the wire),
+except the few that only shape the terminal's output — a drifted or misspelt option fails here."""
+
+from __future__ import annotations
+
+import click
+import pytest
+from pydantic import BaseModel
+
+from semsearch.cli import main
+from semsearch.schemas import GatherRequest, GrepRequest, SearchRequest
+
+# What only the CLI has: output shape (`--json`), and two spellings folded into one field
+# (`--files` sets `group`, `--boost GLOB=F` builds `pathBoosts`).
+OUTPUT_ONLY = {"as_json", "group_files", "boosts"}
+
+
+@pytest.mark.parametrize(
+    ("verb", "model"), [("search", SearchRequest), ("gather", GatherRequest), ("grep", GrepRequest)]
+)
+def test_every_option_is_a_field_of_the_request(verb: str, model: type[BaseModel]) -> None:
+    command = main.commands[verb]
+    names = {p.name for p in command.params if isinstance(p, click.Option)} - OUTPUT_ONLY
+    assert names and names <= set(model.model_fields), sorted(names - set(model.model_fields))
+    for param in command.params:
+        if isinstance(param, click.Argument):
+            assert param.name in model.model_fields and model.model_fields[param.name].is_required()
