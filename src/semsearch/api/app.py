@@ -65,7 +65,7 @@ def create_app(settings: Settings | None = None, lease: WriterLease | None = Non
         allowed_origins=settings.allowed_origins,
     )
 
-    app.include_router(routes.health)
-    app.include_router(routes.v1)
+    for router in routes.ROUTERS:
+        app.include_router(router)
     app.include_router(webui.router)
     return app

@@ -1,4 +1,5 @@
-"""What a route can ask for: the engine and its parts, the caller's view of the folders, tokens.
+"""What a route can ask for: the engine and its parts, the caller's view of the folders, tokens,
+and the scope a route needs.
 
 The app holds three things (`app.state`): the engine, the token book and the per-token limits;
 everything else is a part of the engine. One place, typed, so a route never reaches into
@@ -11,7 +12,7 @@ from typing import Annotated, cast
 
 from fastapi import Depends, Request
 
-from semsearch.api.auth import Principal, TokenBook, authenticate
+from semsearch.api.auth import Principal, TokenBook, authenticate, needs
 from semsearch.config import Settings
 from semsearch.corpus.folders import FolderRegistry
 from semsearch.embedder.interface import Embedder
@@ -52,3 +53,17 @@ def get_runs(request: Request) -> Runs:
 
 def get_settings(request: Request) -> Settings:
     return get_engine(request).settings
+
+
+StoreDep = Annotated[Store, Depends(get_store)]
+FoldersDep = Annotated[FolderRegistry, Depends(get_folders)]
+EmbedderDep = Annotated[Embedder, Depends(get_embedder)]
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+LeasesDep = Annotated[Leases, Depends(get_leases)]
+RunsDep = Annotated[Runs, Depends(get_runs)]
+EngineDep = Annotated[Engine, Depends(get_engine)]
+TokensDep = Annotated[TokenBook, Depends(get_tokens)]
+
+# Each route states the scope it needs (auth.py); a route without one would be admin-only by
+# the OpenAPI-driven scope test, which fails on any endpoint it does not expect.
+READ, WRITE, ADMIN = Depends(needs("read")), Depends(needs("write")), Depends(needs("admin"))
