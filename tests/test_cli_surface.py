@@ -26,3 +26,21 @@ def test_every_option_is_a_field_of_the_request(verb: str, model: type[BaseModel
     for param in command.params:
         if isinstance(param, click.Argument):
             assert param.name in model.model_fields and model.model_fields[param.name].is_required()
+
+
+def test_a_service_verbs_flags_override_settings_without_touching_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`semsearch api --port N` builds its settings once (environment, then the flag) and hands
+    them to the service; nothing is written into `os.environ` for it to read back."""
+    import os
+
+    from semsearch.config import load_settings
+
+    monkeypatch.setenv("SEMSEARCH_PORT", "8001")
+    before = dict(os.environ)
+    assert load_settings("semsearch api").port == 8001
+    assert load_settings("semsearch api", port=9123, host=None).port == 9123
+    assert dict(os.environ) == before
+    with pytest.raises(SystemExit, match=r"^semsearch api: SEMSEARCH_PORT: .*integer"):
+        load_settings("semsearch api", port="not a port")

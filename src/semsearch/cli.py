@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 from pydantic import ValidationError
@@ -21,7 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from semsearch.client import ApiClient, ApiError, snapshot_manifest
-from semsearch.config import Settings, setting_problems
+from semsearch.config import Settings, load_settings, setting_problems
 from semsearch.follow import Follower, fail
 from semsearch.project import ProjectConfig
 from semsearch.schemas import GatherRequest, GrepRequest, RunRequest, SearchRequest
@@ -51,6 +51,14 @@ def api_errors(fn: F) -> F:
             sys.exit(1)
 
     return wrapper  # type: ignore[return-value]
+
+
+def settings() -> Settings:
+    """This invocation's settings, built once from the environment and shared by what it calls."""
+    context = click.get_current_context()
+    if not isinstance(context.find_root().obj, Settings):
+        context.find_root().obj = Settings()
+    return cast(Settings, context.find_root().obj)
 
 
 def service_part(module: str, extra: str) -> Any:
@@ -95,7 +103,7 @@ def main() -> None:
 @click.option("--watch", is_flag=True, help="Also re-index registered folders as their files change.")
 def serve(host: str | None, port: int | None, embedder_port: int | None, watch: bool) -> None:
     """Run the embedder, the API and an indexer worker (their container entrypoints) until Ctrl-C."""
-    defaults = Settings()  # the flags override the settings; the settings hold the defaults
+    defaults = settings()  # the flags override the settings; the settings hold the defaults
     host = host or defaults.host
     port = port or defaults.port
     embedder_port = embedder_port or defaults.embedder_port
@@ -105,7 +113,7 @@ def serve(host: str | None, port: int | None, embedder_port: int | None, watch: 
         SEMSEARCH_EMBEDDER_PORT=str(embedder_port),
         SEMSEARCH_EMBEDDER_ADDR=os.environ.get("SEMSEARCH_EMBEDDER_ADDR", f"127.0.0.1:{embedder_port}"),
     )
-    settings = Settings(host=host, port=port)
+    shown = Settings(host=host, port=port)
     commands = {
         "embedder": python_module("semsearch.embedder"),
         "api": python_module("semsearch.api"),
@@ -125,8 +133,8 @@ def serve(host: str | None, port: int | None, embedder_port: int | None, watch: 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
     click.echo(
-        f"semsearch {__version__}: API {settings.api_url}  embedder 127.0.0.1:{embedder_port}  "
-        f"data {settings.data_dir}  (Ctrl-C stops)"
+        f"semsearch {__version__}: API {shown.api_url}  embedder 127.0.0.1:{embedder_port}  "
+        f"data {shown.data_dir}  (Ctrl-C stops)"
     )
     code = 0
     while not stopping:
@@ -187,7 +195,8 @@ def mcp(http: bool, host: str | None, port: int | None) -> None:
 
 
 # Each service as a verb, so any topology (a container, a Kubernetes pod, a second embedder on
-# another port) starts without knowing module paths. Options become the settings they name.
+# another port) starts without knowing module paths. Options override the settings they name,
+# built once here and handed to the service (nothing is written into the environment).
 
 
 @main.command("embedder")
@@ -195,8 +204,8 @@ def mcp(http: bool, host: str | None, port: int | None) -> None:
 @click.option("--port", type=int, help="gRPC port (default: SEMSEARCH_EMBEDDER_PORT, 8766).")
 def embedder_(host: str | None, port: int | None) -> None:
     """Run the embedder (gRPC) in this process."""
-    _set_env(SEMSEARCH_EMBEDDER_HOST=host, SEMSEARCH_EMBEDDER_PORT=port)
-    service_part("semsearch.embedder.server", "embedder").main()
+    config = load_settings("semsearch embedder", embedder_host=host, embedder_port=port)
+    service_part("semsearch.embedder.server", "embedder").main(config)
 
 
 @main.command("api")
@@ -205,8 +214,8 @@ def embedder_(host: str | None, port: int | None) -> None:
 @click.option("--role", type=click.Choice(["all", "query", "writer"]), help="Default: SEMSEARCH_ROLE, all.")
 def api_(host: str | None, port: int | None, role: str | None) -> None:
     """Run the REST API (it owns the index) in this process; `--role query` for a read replica."""
-    _set_env(SEMSEARCH_HOST=host, SEMSEARCH_PORT=port, SEMSEARCH_ROLE=role)
-    service_part("semsearch.api.__main__", "api").main()
+    config = load_settings("semsearch api", host=host, port=port, role=role)
+    service_part("semsearch.api.__main__", "api").main(config)
 
 
 @main.command("worker")
@@ -225,12 +234,6 @@ def indexer_(args: tuple[str, ...]) -> None:
     service_part("semsearch.indexer.__main__", "indexer").main(list(args))
 
 
-def _set_env(**values: object) -> None:
-    for name, value in values.items():
-        if value is not None:
-            os.environ[name] = str(value)
-
-
 # --- corpus -----------------------------------------------------------------------
 
 
@@ -243,7 +246,7 @@ def add(paths: tuple[str, ...], name: str | None, allow_outside_root: bool) -> N
     """Register folders to index."""
     if name and len(paths) > 1:
         raise click.UsageError("--name goes with a single PATH")
-    with ApiClient(Settings()) as api:
+    with ApiClient(settings()) as api:
         for path in paths:
             folder = api.add_folder(os.path.abspath(os.path.expanduser(path)), name, allow_outside_root)
             click.echo(f"added {folder.name}  {folder.path}")
@@ -267,7 +270,7 @@ def folders_(as_json: bool) -> None:
 
 
 def _list(as_json: bool) -> None:
-    with ApiClient(Settings()) as api:
+    with ApiClient(settings()) as api:
         folders = api.folders()
     if as_json:
         click.echo(json.dumps([f.dump() for f in folders], indent=2))
@@ -288,7 +291,7 @@ def _list(as_json: bool) -> None:
 @api_errors
 def remove(target: str, keep_index: bool) -> None:
     """Unregister a folder by NAME or PATH; its chunks are purged unless --keep-index."""
-    with ApiClient(Settings()) as api:
+    with ApiClient(settings()) as api:
         name = target
         if os.sep in target or target in (".", ".."):
             real = os.path.realpath(target)
@@ -326,17 +329,17 @@ def index(
 
     Asks the API for a run, which an indexer worker executes, and follows it: only
     SEMSEARCH_URL (and the token) are needed. `--watch` follows file changes in this process."""
-    settings = Settings()
+    config = settings()
     if rebuild:
         if path:
             raise click.UsageError("--rebuild drops the whole index, so it takes no PATH")
-        with ApiClient(settings) as api:
+        with ApiClient(config) as api:
             api.reset_index()
         click.echo("Index dropped; re-indexing every folder.", err=True)
         force = True
     if not watch:
         try:
-            with ApiClient(settings) as api:
+            with ApiClient(config) as api:
                 folders, scope = resolve_target(api.folders(), path)
                 if not folders:
                     click.echo("No folders registered; add one with `semsearch add PATH`.", err=True)
@@ -349,7 +352,7 @@ def index(
                     concurrency=concurrency,
                     verbose=verbose,
                 )
-                sys.exit(Follower(api, settings.run_claim_wait_s).run(request))
+                sys.exit(Follower(api, config.run_claim_wait_s).run(request))
         except (ApiError, TargetError) as exc:
             sys.exit(fail(str(exc)))
     import threading
@@ -359,7 +362,7 @@ def index(
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    Worker(settings, watch=True, requests=False, path=path, verbose=verbose).run(stop)
+    Worker(config, watch=True, requests=False, path=path, verbose=verbose).run(stop)
 
 
 @main.command()
@@ -368,7 +371,7 @@ def index(
 @api_errors
 def explain(path: str, as_json: bool) -> None:
     """Why PATH is, or is not, indexed: the rule that decided and its chunks."""
-    with ApiClient(Settings()) as api:
+    with ApiClient(settings()) as api:
         result = api.explain(os.path.abspath(path))
     if as_json:
         click.echo(json.dumps(result.dump(), indent=2))
@@ -418,7 +421,7 @@ def search(query: str, as_json: bool, group_files: bool, boosts: tuple[str, ...]
             sys.exit(2)
         params["path_boosts"] = {glob: factor for glob, _, factor in (b.rpartition("=") for b in boosts)}
     request = SearchRequest.model_validate(params)  # an invalid value: one line (Cli.invoke)
-    with ApiClient(Settings()) as api:
+    with ApiClient(settings()) as api:
         response = api.search(request)
     if response.query_note:
         click.echo(f"note: {response.query_note}", err=True)
@@ -460,7 +463,7 @@ def search(query: str, as_json: bool, group_files: bool, boosts: tuple[str, ...]
 def gather(query: str, as_json: bool, **options: Any) -> None:
     """Search and print one Markdown block ready for a context window."""
     request = GatherRequest.model_validate({"query": query, **{k: v for k, v in options.items() if v}})
-    with ApiClient(Settings()) as api:
+    with ApiClient(settings()) as api:
         response = api.gather(request)
     click.echo(json.dumps(response.dump(), indent=2, ensure_ascii=False) if as_json else response.markdown)
 
@@ -473,7 +476,7 @@ def gather(query: str, as_json: bool, **options: Any) -> None:
 @api_errors
 def cat(file_path: str, start_line: int, end_line: int | None, as_json: bool) -> None:
     """Print a file (or a line range) from the indexed folders."""
-    with ApiClient(Settings()) as api:
+    with ApiClient(settings()) as api:
         content = api.read_file(os.path.abspath(file_path), start_line, end_line)
     click.echo(json.dumps(content.dump(), indent=2, ensure_ascii=False) if as_json else content.text)
 
@@ -490,7 +493,7 @@ def cat(file_path: str, start_line: int, end_line: int | None, as_json: bool) ->
 def grep(pattern: str, as_json: bool, **options: Any) -> None:
     """Find PATTERN in the indexed files (never in ignored ones)."""
     request = GrepRequest.model_validate({"pattern": pattern, **{k: v for k, v in options.items() if v}})
-    with ApiClient(Settings()) as api:
+    with ApiClient(settings()) as api:
         response = api.grep(request)
     if as_json:
         click.echo(json.dumps(response.dump(), indent=2, ensure_ascii=False))
@@ -511,7 +514,7 @@ def grep(pattern: str, as_json: bool, **options: Any) -> None:
 @api_errors
 def symbols(name: str, kind: str | None, folder: str | None, limit: int, as_json: bool) -> None:
     """Where NAME is defined (a function, method, class, …; `Class.method` narrows)."""
-    with ApiClient(Settings()) as api:
+    with ApiClient(settings()) as api:
         found = api.symbols(name, _csv(kind), _csv(folder), limit)
     if as_json:
         click.echo(json.dumps(found.dump(), indent=2, ensure_ascii=False))
@@ -533,7 +536,7 @@ def symbols(name: str, kind: str | None, folder: str | None, limit: int, as_json
 @api_errors
 def outline(file_path: str, as_json: bool) -> None:
     """The definitions in FILE_PATH, in order and nested (from the index)."""
-    with ApiClient(Settings()) as api:
+    with ApiClient(settings()) as api:
         found = api.outline(os.path.abspath(file_path))
     if as_json:
         click.echo(json.dumps(found.dump(), indent=2, ensure_ascii=False))
@@ -563,7 +566,7 @@ def token() -> None:
 @api_errors
 def token_create(name: str, scope: str, folders: tuple[str, ...], rate: float | None, long_polls: int | None) -> None:
     """Create a token; its secret is printed once (only its sha256 is kept)."""
-    with ApiClient(Settings()) as api:
+    with ApiClient(settings()) as api:
         created = api.create_token(name, scope, list(folders) or None, rate, long_polls)
     where = ", ".join(created.folders) if created.folders else "every folder"
     click.echo(f"created {created.name}: {created.scope} on {where}")
@@ -576,7 +579,7 @@ def token_create(name: str, scope: str, folders: tuple[str, ...], rate: float | 
 @api_errors
 def token_list(as_json: bool) -> None:
     """The scoped tokens (never their secrets)."""
-    with ApiClient(Settings()) as api:
+    with ApiClient(settings()) as api:
         tokens = api.tokens()
     if as_json:
         click.echo(json.dumps([t.dump() for t in tokens], indent=2))
@@ -592,7 +595,7 @@ def token_list(as_json: bool) -> None:
 @api_errors
 def token_revoke(name: str) -> None:
     """Revoke a token: the next request with it is refused."""
-    with ApiClient(Settings()) as api:
+    with ApiClient(settings()) as api:
         gone = api.revoke_token(name)
     click.echo(f"revoked {gone.name}")
 
@@ -610,7 +613,7 @@ def snapshot() -> None:
 @api_errors
 def snapshot_export(file: Path, folders: tuple[str, ...], root: str | None, as_json: bool) -> None:
     """Write the index of some folders to FILE (one verified archive)."""
-    with ApiClient(Settings()) as api:
+    with ApiClient(settings()) as api:
         manifest = api.export_snapshot(file, list(folders), os.path.abspath(root) if root else None)
     if as_json:
         click.echo(json.dumps(manifest.dump(), indent=2))
@@ -635,7 +638,7 @@ def snapshot_export(file: Path, folders: tuple[str, ...], root: str | None, as_j
 @api_errors
 def snapshot_import(file: Path, root: str | None, allow_outside_root: bool, as_json: bool) -> None:
     """Verify FILE and swap it in: its folders replace those of the same names; others are kept."""
-    with ApiClient(Settings()) as api:
+    with ApiClient(settings()) as api:
         imported = api.import_snapshot(file, os.path.abspath(root) if root else None, allow_outside_root)
     if as_json:
         click.echo(json.dumps(imported.dump(), indent=2))
@@ -673,7 +676,7 @@ def snapshot_show(file: Path, as_json: bool) -> None:
 @api_errors
 def index_status(run_id: str | None, wait: float, as_json: bool) -> None:
     """State, progress and summary of a requested index run (the latest one without RUN_ID)."""
-    with ApiClient(Settings()) as api:
+    with ApiClient(settings()) as api:
         if run_id is None:
             runs = api.runs()
             if not runs:
@@ -700,25 +703,25 @@ def index_status(run_id: str | None, wait: float, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def config(as_json: bool) -> None:
     """Where config, data and logs live, and every setting with its source (default / env)."""
-    settings = Settings()
+    config = settings()
     rows = []
     for name, field in Settings.model_fields.items():
         env = f"SEMSEARCH_{name.upper()}"
-        value = getattr(settings, name)
+        value = getattr(config, name)
         if hasattr(value, "get_secret_value"):
             value = "********"
         rows.append({"name": name, "value": str(value), "source": "env" if env in os.environ else "default",
                      "env": env, "why": field.description or ""})  # fmt: skip
     places = {
-        "data": str(settings.data_dir),
-        "index": settings.index_uri or str(settings.index_dir),
-        "folders": str(settings.folders_file),
-        "globalIndexignore": str(settings.global_indexignore_path),
+        "data": str(config.data_dir),
+        "index": config.index_uri or str(config.index_dir),
+        "folders": str(config.folders_file),
+        "globalIndexignore": str(config.global_indexignore_path),
         "logs": "stderr of each service (docker compose logs; journald under systemd)",
         "project": str(ProjectConfig.discover().path or "none (.semsearch.json, searched upwards from here)"),
     }
     if as_json:
-        click.echo(json.dumps({"places": places, "settings": rows}, indent=2))
+        click.echo(json.dumps({"places": places, "config": rows}, indent=2))
         return
     for key, value in places.items():
         click.echo(f"{key:<18} {value}")
@@ -743,7 +746,7 @@ def scaffold(
     from semsearch.scaffold import scaffold as write_project
 
     root = Path(directory).resolve()
-    with ApiClient(Settings()) as api:
+    with ApiClient(settings()) as api:
         existing = [f for f in api.folders() if os.path.realpath(f.path) == str(root)]
         if not existing and not yes:
             click.confirm(f"Register {root} and write .semsearch.json and .mcp.json there?", abort=True)
@@ -762,7 +765,7 @@ def hook(follow_up: Path | None) -> None:
     from semsearch.hook import run as run_hook
 
     try:
-        out = run_hook("" if follow_up else sys.stdin.read(), follow_up, Settings())
+        out = run_hook("" if follow_up else sys.stdin.read(), follow_up, settings())
     except Exception as exc:  # an agent's edit must never fail because of us
         project = follow_up or Path(os.environ.get("CLAUDE_PROJECT_DIR") or Path.cwd())
         append_log(project, f"unexpected error in the hook: {type(exc).__name__}: {exc}")
@@ -786,9 +789,9 @@ def completion(shell: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def status(as_json: bool) -> None:
     """What runs where; exits 0 only when the API and the embedder are ready."""
-    settings = Settings()
+    config = settings()
     try:
-        with ApiClient(settings) as api:
+        with ApiClient(config) as api:
             st = api.status()
     except ApiError as exc:
         click.echo(f"semsearch: {exc}", err=True)
@@ -797,7 +800,7 @@ def status(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(st.dump(), indent=2))
     else:
-        click.echo(f"API       {settings.api_url}  (semsearch {st.version})")
+        click.echo(f"API       {config.api_url}  (semsearch {st.version})")
         if ready:
             click.echo(f"embedder  {st.embedder.address}  {st.embedder.model_id}  dim {st.embedder.dimension}")
         else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -402,9 +402,11 @@ def setting_problems(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def load_settings(prog: str) -> Settings:
-    """Settings for a service's start-up: a bad value ends the process with one line, not a traceback."""
+def load_settings(prog: str, **overrides: Any) -> Settings:
+    """Settings for a service's start-up, built once there and passed down: the environment's, with
+    `overrides` (a CLI flag's value; None: not given) on top. A bad value ends the process with one
+    line, not a traceback."""
     try:
-        return Settings()
+        return Settings(**{name: value for name, value in overrides.items() if value is not None})
     except ValidationError as exc:
         raise SystemExit(f"{prog}: {setting_problems(exc)}") from None

@@ -9,7 +9,7 @@ import sys
 import uvicorn
 
 from semsearch.api.app import create_app
-from semsearch.config import load_settings
+from semsearch.config import Settings, load_settings
 from semsearch.engine.location import IndexLocation, StoreUnavailable
 from semsearch.engine.store import connect
 from semsearch.engine.writer import LeaseHeld, WriterLease
@@ -17,8 +17,8 @@ from semsearch.malloc import limit_arenas
 from semsearch.security import is_loopback
 
 
-def main() -> None:
-    settings = load_settings("semsearch api")
+def main(settings: Settings | None = None) -> None:
+    settings = settings or load_settings("semsearch api")
     limit_arenas(settings.malloc_arenas)  # before LanceDB and uvicorn start their threads
     if not is_loopback(settings.host) and settings.token is None and not settings.tokens_path.exists():
         sys.exit(

@@ -16,7 +16,7 @@ import onnxruntime as ort
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from semsearch.config import load_settings
+from semsearch.config import Settings, load_settings
 from semsearch.embedder.model import Encoder, Interrupted, ModelError, load
 from semsearch.embedder.scheduler import PriorityGate
 from semsearch.limits import MAX_EMBED_INPUTS as MAX_INPUTS
@@ -134,9 +134,9 @@ def build_server(service: EmbedderService, address: str) -> grpc.Server:
     return server
 
 
-def main() -> None:
+def main(settings: Settings | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s embedder %(levelname)s %(message)s")
-    settings = load_settings("semsearch embedder")
+    settings = settings or load_settings("semsearch embedder")
     limit_arenas(settings.malloc_arenas)  # before gRPC's and onnxruntime's threads start
     address = f"{settings.embedder_host}:{settings.embedder_port}"
     started = time.perf_counter()
