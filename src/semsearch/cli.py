@@ -721,7 +721,7 @@ def config(as_json: bool) -> None:
         "project": str(ProjectConfig.discover().path or "none (.semsearch.json, searched upwards from here)"),
     }
     if as_json:
-        click.echo(json.dumps({"places": places, "config": rows}, indent=2))
+        click.echo(json.dumps({"places": places, "settings": rows}, indent=2))
         return
     for key, value in places.items():
         click.echo(f"{key:<18} {value}")
