@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 RUNTIME := $(VENV)/.runtime-stamp
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: runtime install up test test-fast lint typecheck compose-check clean eval bench bench-scale fuzz soak lock sbom
+.PHONY: docs runtime install up test test-fast lint typecheck compose-check clean eval bench bench-scale fuzz soak lock sbom
 
 runtime: $(RUNTIME)
 
@@ -74,6 +74,13 @@ compose-check: install
 test: install lint typecheck compose-check
 	$(BIN)/pytest
 
+# The docs site: the reference pages regenerated from the code, then built offline into site/
+# with warnings as errors (a broken link or a page missing from the nav fails).
+docs: install
+	$(BIN)/python -m docsgen
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	@echo "open site/index.html"
+
 # The fast tier alone: no service started as a process.
 test-fast: install
 	$(BIN)/pytest -m "not e2e"
@@ -88,7 +95,7 @@ eval: install
 	@for pkg in python3.11-doc debian-faq git-doc; do dpkg -s $$pkg >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \
 	  test -z "$$missing" || apt-get install -y -qq $$missing || (apt-get update -qq && apt-get install -y -qq $$missing) \
 	  || echo "eval: install Debian's$$missing for the question sets"
-	$(BIN)/python -m eval.run
+	$(BIN)/python -m eval.run --write-ranking
 	$(BIN)/python -m eval.code
 	$(BIN)/python -m eval.prompts
 	$(BIN)/python -m eval.screening
@@ -98,6 +105,7 @@ eval: install
 # writes bench/results.json (~20 min on 2 cores).
 bench: install
 	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.serving
 
 # Scaling out, measured: pinned embedder replicas, the index on object storage (SeaweedFS),
 # replica freshness, 100k/300k/1M-chunk tables; writes bench/scale.json (~1 h on 2 cores).

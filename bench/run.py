@@ -475,14 +475,14 @@ def bridge_startup(env: dict[str, str], runs: int = 10) -> dict[str, Any]:
 
 
 def fusion_cost(runs: int = 2000) -> dict[str, Any]:
-    """The shipped fusion (`api.fusion.fuse`: balance, question offset, lexical-only weight) on
+    """The shipped fusion (`engine.fusion.fuse`: balance, question offset, lexical-only weight) on
     two full candidate pools (k=10 -> 50 each; k=100 -> 400 each), against plain RRF of the same
     lists, alternating, p50 in ms."""
     import random
 
-    from semsearch.engine.fusion import Candidate, FusionParams, fuse, rrf
+    from semsearch.engine.fusion import Candidate, fuse, params_from, rrf
 
-    params = FusionParams.from_settings(Settings())
+    params = params_from(Settings())
     rng = random.Random(7)
     out: dict[str, Any] = {}
     for pool in (50, 400):

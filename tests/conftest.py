@@ -21,7 +21,9 @@ import pytest
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 
+from semsearch.config import settings_from
 from semsearch.embedder.client import EmbedderClient
+from tests.inprocess import ApiThread, WorkerThread, call_mcp, run_cli
 from tests.processes import Service, api_env, free_port, start_api, start_embedder, start_worker
 
 __all__ = ["free_port"]
@@ -29,7 +31,25 @@ __all__ = ["free_port"]
 BIN = Path(sys.executable).parent
 SEMSEARCH = str(BIN / "semsearch")
 # Tests that use these start real services as processes: the `e2e` tier (`make test-fast` skips it).
-PROCESS_FIXTURES = frozenset({"embedder_addr", "embedder", "api_factory", "stack"})
+PROCESS_FIXTURES = frozenset({"embedder_addr", "embedder", "process_api_factory", "process_stack"})
+
+
+# Every child process the suite starts (services, CLI runs, MCP servers, node, git…), counted where
+# they are spawned and reported at the end: the suite's unit should be a function call, not a process.
+_SPAWNED = [0]
+_execute_child = subprocess.Popen._execute_child  # type: ignore[attr-defined]
+
+
+def _counted(self: subprocess.Popen[Any], *args: Any, **kwargs: Any) -> Any:
+    _SPAWNED[0] += 1
+    return _execute_child(self, *args, **kwargs)
+
+
+subprocess.Popen._execute_child = _counted  # type: ignore[attr-defined]
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    terminalreporter.write_line(f"processes started by the suite: {_SPAWNED[0]}")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -40,7 +60,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @dataclass
 class Stack:
-    """A running API (and the shared embedder) plus helpers to drive it like a user."""
+    """A running API (and the shared embedder) plus helpers to drive it like a user. In process
+    (`stack`, `api_factory`): the API and a worker in threads, the CLI through click's runner, MCP
+    in memory. As processes (`process_stack`, `process_api_factory`): what `semsearch serve` runs."""
 
     url: str
     embedder_addr: str
@@ -50,11 +72,35 @@ class Stack:
     token: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     worker: Service | None = None
+    threads: list[ApiThread | WorkerThread] = field(default_factory=list)
+
+    @property
+    def in_process(self) -> bool:
+        return self.service is None
+
+    def alive(self) -> bool:
+        """The API still serves: its process or its thread runs, and it answers `/healthz`."""
+        running = self.service.proc.poll() is None if self.service and self.service.proc else self.threads[0].running
+        with self.http() as http:
+            return running and http.get("/healthz").status_code == 200
+
+    def stop(self) -> None:
+        """Stops the API and its worker (processes or threads)."""
+        for part in self.threads:
+            part.signal()
+        for thread in self.threads:
+            thread.stop()
+        for process in (self.worker, self.service):
+            if process is not None:
+                process.stop()
 
     def cli(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run(
-            [SEMSEARCH, *args], env=self.env, capture_output=True, text=True, timeout=timeout, check=False
-        )
+        if self.in_process:
+            result = run_cli(args, self.env)
+        else:
+            result = subprocess.run(
+                [SEMSEARCH, *args], env=self.env, capture_output=True, text=True, timeout=timeout, check=False
+            )
         if check and result.returncode != 0:
             raise AssertionError(f"semsearch {' '.join(args)} exited {result.returncode}:\n{result.stderr}")
         return result
@@ -70,6 +116,9 @@ class Stack:
     def mcp(self, *calls: tuple[str, dict[str, Any]]) -> list[Any]:
         """Each (tool, arguments) called in order on `semsearch mcp` over stdio, with the
         official Python client; the results as the client got them."""
+
+        if self.in_process:
+            return call_mcp(self.env, calls)
 
         async def run() -> list[Any]:
             params = StdioServerParameters(command=SEMSEARCH, args=["mcp"], env=self.env)
@@ -128,7 +177,35 @@ def embedder(embedder_addr: str) -> Iterator[EmbedderClient]:
 
 
 @pytest.fixture(scope="module")  # a module's stacks stop when it ends, so they never pile up
-def api_factory(embedder_addr: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+def api_factory(embedder_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    started: list[Stack] = []
+
+    def make(token: str | None = None, worker: bool = True, **extra_env: str) -> Stack:
+        """An API on a fresh data directory in this process and, unless `worker=False`, an indexer
+        worker thread that executes the runs `semsearch index` requests."""
+        data_dir = tmp_path_factory.mktemp("data")
+        if token:
+            extra_env["SEMSEARCH_TOKEN"] = token
+        env = api_env(data_dir, free_port(), embedder_address, **extra_env)
+        settings = settings_from(env)
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        stack = Stack(env["SEMSEARCH_URL"], embedder_address, data_dir, env, None, token, headers)
+        started.append(stack)
+        stack.threads.append(ApiThread(settings).start())
+        if worker:
+            stack.threads.append(WorkerThread(settings).start())
+        return stack
+
+    yield make
+    parts = [part for stack in started for part in stack.threads]
+    for part in parts:
+        part.signal()
+    for part in parts:
+        part.stop()
+
+
+@pytest.fixture(scope="module")
+def process_api_factory(embedder_addr: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     started: list[Stack] = []
 
     def make(token: str | None = None, worker: bool = True, **extra_env: str) -> Stack:
@@ -154,5 +231,11 @@ def api_factory(embedder_addr: str, tmp_path_factory: pytest.TempPathFactory) ->
 
 @pytest.fixture(scope="module")
 def stack(api_factory) -> Stack:  # type: ignore[no-untyped-def]
-    """A fresh API and index per test module."""
+    """A fresh API and index per test module, in this process."""
     return api_factory()  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module")
+def process_stack(process_api_factory) -> Stack:  # type: ignore[no-untyped-def]
+    """A fresh API and worker as processes per test module."""
+    return process_api_factory()  # type: ignore[no-any-return]

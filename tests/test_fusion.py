@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import date
 
 import pytest
 
 from semsearch.config import Settings
 from semsearch.engine.filters import build, glob_to_like, matches_globs, where
-from semsearch.engine.fusion import abstain_message, is_exact, label, lifecycle_label, passes, rrf
+from semsearch.engine.fusion import abstain_message, is_exact, is_exact_query, label, lifecycle_label, passes, rrf
 from semsearch.engine.lexical import expansions, identifier_parts, identifiers_in, lexical_document, query_terms
-from semsearch.engine.retrieval import is_exact_query
 from semsearch.schemas import SearchRequest
 
 
@@ -145,22 +145,22 @@ def test_clauses_that_cannot_exclude_a_row_are_left_out() -> None:
     assert "superseded" in where(build(request, ["api"], Settings(), gone))  # hidden is never reset
 
 
-def test_fuse_is_the_one_ranking_the_api_and_eval_share() -> None:
+def test_rank_is_the_one_ranking_the_api_and_eval_share() -> None:
     """`make eval` tunes with the function the API serves, not a copy of it."""
     import eval.run
     from semsearch.engine import fusion, retrieval
 
-    assert eval.run.fuse is fusion.fuse and retrieval.fuse is fusion.fuse
+    assert eval.run.rank is fusion.rank and retrieval.rank is fusion.rank
     vector = [fusion.Candidate(i, c) for i, c in [("a", 0.9), ("b", 0.5), ("c", 0.4)]]
     lexical = [fusion.Candidate(i, s) for i, s in [("c", 12.0), ("d", 3.0)]]
-    plain = fusion.FusionParams(rrf_k=10)
+    plain = fusion.FusionParams.plain(10)
     fused, weight = fusion.fuse(vector, lexical, plain, balanced=False)
     assert [f.id for f in fused] == [f.id for f in rrf(["a", "b", "c"], ["c", "d"], 10)] and weight == 1.0
     # With gains and bias 0 the balance is 1: balanced equals plain RRF.
     assert fusion.fuse(vector, lexical, plain)[0] == fused
     # A decisive BM25 top hit and flat cosines raise BM25's weight.
     flat = [fusion.Candidate(f"v{i}", 0.5 - i / 1000) for i in range(10)]
-    tuned = fusion.FusionParams(rrf_k=10, lexical_gain=9, vector_gain=12, bias=-0.5)
+    tuned = replace(plain, lexical_gain=9, vector_gain=12, bias=-0.5)
     assert fusion.fuse(flat, lexical, tuned)[1] > 1.0 > fusion.fuse(vector, [], tuned)[1]
 
 
@@ -177,7 +177,7 @@ def test_the_question_offset_and_the_lexical_only_weight_move_only_bm25s_share()
 
     vector = [Candidate("a", 0.8), Candidate("b", 0.7)]
     lexical = [Candidate("z", 9.0), Candidate("b", 4.0)]
-    params = FusionParams(rrf_k=10, bias=0.0, question_bias=-2.0, lexical_only_weight=0.25)
+    params = replace(FusionParams.plain(10), question_bias=-2.0, lexical_only_weight=0.25)
     _, as_claim = fuse(vector, lexical, params)
     _, as_question = fuse(vector, lexical, params, question=True)
     assert as_question == as_claim / 4  # 2 ** -2
@@ -186,3 +186,39 @@ def test_the_question_offset_and_the_lexical_only_weight_move_only_bm25s_share()
     assert fused["b"] == 1 / 12 + 1 / 12  # found by both: the full share
     # Modes other than hybrid: plain RRF.
     assert fuse(vector, lexical, params, balanced=False)[0] == rrf(["a", "b"], ["z", "b"], 10)
+
+
+def test_rank_boosts_paths_after_fusion_and_puts_exact_matches_first_for_identifier_queries() -> None:
+    from semsearch.engine.fusion import Candidate, FusionParams, rank
+
+    vector = [Candidate("t", 0.9), Candidate("s", 0.8), Candidate("x", 0.7)]
+    paths = {"t": "tests/test_retry.py", "s": "src/retry.py", "x": "src/other.py"}
+    texts = {"t": "def test_retry(): ...", "s": "def retry_with_backoff(): ...", "x": "retry_with_backoff(call)"}
+    plain = FusionParams.plain(10)
+    common = {"path_of": paths.__getitem__, "text_of": texts.__getitem__}
+    unboosted = rank(vector, [], plain, query="retry", hybrid=False, boosts=None, **common)
+    assert [f.id for f in unboosted.fused] == ["t", "s", "x"] and not unboosted.question
+    boosted = rank(vector, [], plain, query="retry", hybrid=False, boosts={"tests/**": 0.5}, **common)
+    assert [f.id for f in boosted.fused] == ["s", "x", "t"] and boosted.fused[-1].boost == 0.5
+    exact = rank(vector, [], plain, query="retry_with_backoff", hybrid=False, boosts=None, **common)
+    assert exact.exact == {"s", "x"} and [f.id for f in exact.fused] == ["s", "x", "t"]
+    # A query in words that names an identifier marks the exact match but keeps the fused order.
+    worded = rank(vector, [], plain, query="how does retry_with_backoff wait", hybrid=False, boosts=None, **common)
+    assert worded.question and worded.exact == {"s", "x"} and [f.id for f in worded.fused] == ["t", "s", "x"]
+
+
+def test_the_shipped_ranking_has_one_home_and_the_settings_default_to_it() -> None:
+    import json
+    from dataclasses import fields
+
+    from semsearch.engine.fusion import params_from
+    from semsearch.ranking import SHIPPED, SHIPPED_FILE, SHIPPED_GATE, FusionParams, shipped_document
+
+    document = json.loads(SHIPPED_FILE.read_text())
+    assert set(document) == {f.name for f in fields(FusionParams)} | {"lexical_max_doc_freq"}
+    assert params_from(Settings()) == SHIPPED == FusionParams(**{k: v for k, v in document.items() if k in
+                                                                   {f.name for f in fields(FusionParams)}})  # fmt: skip
+    assert Settings().lexical_max_doc_freq == SHIPPED_GATE == document["lexical_max_doc_freq"]
+    assert shipped_document(SHIPPED, SHIPPED_GATE) == document  # what `make eval --write-ranking` writes back
+    # An operator's variable still overrides one parameter and leaves the rest shipped.
+    assert params_from(Settings(rrf_k=30)) == replace(SHIPPED, rrf_k=30)

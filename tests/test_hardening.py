@@ -41,12 +41,6 @@ def rss_peak_kb(pid: int) -> int:
     raise AssertionError("no VmHWM in /proc status")
 
 
-def alive(stack: Stack) -> bool:
-    assert stack.service is not None and stack.service.proc is not None
-    with stack.http() as http:
-        return stack.service.proc.poll() is None and http.get("/healthz").status_code == 200
-
-
 # --- 1, 2, 10: bounded requests ---------------------------------------------------------------
 
 
@@ -64,7 +58,7 @@ def test_huge_filter_lists_are_refused_and_the_api_stays_up(stack: Stack) -> Non
     assert repeated.status_code == 200  # 40,000 copies of one fragment are one fragment
     assert globs.status_code == 422 and "pathGlob" in globs.json()["detail"]
     assert grep_globs.status_code == 422 and "fileGlob" in grep_globs.json()["detail"]
-    assert alive(stack)
+    assert stack.alive()
 
 
 def _largest(schema: dict[str, Any], defs: dict[str, Any], budget: int) -> Any:
@@ -97,10 +91,10 @@ def _largest(schema: dict[str, Any], defs: dict[str, Any], budget: int) -> Any:
     return None
 
 
-def test_largest_accepted_request_to_every_endpoint_keeps_memory_bounded(api_factory: Any) -> None:
+def test_largest_accepted_request_to_every_endpoint_keeps_memory_bounded(process_api_factory: Any) -> None:
     """#2: a 4 MB list took the API to 2.6 GB. Every endpoint now gets the largest body its schema
     accepts (within the body limit); the API answers each and its peak memory stays bounded."""
-    stack = api_factory()
+    stack = process_api_factory()
     assert stack.service is not None
     with stack.http() as http:
         spec = http.get("/openapi.json").json()
@@ -120,7 +114,7 @@ def test_largest_accepted_request_to_every_endpoint_keeps_memory_bounded(api_fac
         grown_mb = (rss_peak_kb(stack.service.pid) - before) / 1024
     assert len(statuses) >= 8, statuses
     assert grown_mb < 400, f"peak RSS grew by {grown_mb:.0f} MB: {statuses}"
-    assert alive(stack)
+    assert stack.alive()
 
 
 # --- 3: a repository cannot redirect the bridge ----------------------------------------------------

@@ -436,9 +436,8 @@ def test_searches_during_snapshot_imports_all_answer(guarded: tuple[TestClient, 
     from semsearch.indexer.run import Indexer
 
     app_settings: Settings = http.app.state.settings  # type: ignore[attr-defined]
-    api = ApiClient(app_settings, url="http://127.0.0.1:8765")
-    api._http = http  # type: ignore[assignment]  # the REST client speaks to the app in this process
-    api._http.headers.update(admin)
+    http.headers.update(admin)
+    api = ApiClient(app_settings, http=http)  # the REST client speaks to the app in this process
     embedder = EmbedderClient(app_settings.embedder_target)
     try:
         Indexer(app_settings, api, embedder, Reporter(interactive=False), 1).run(api.folders())

@@ -57,8 +57,7 @@ def test_index_and_search_through_the_app_in_process(client: TestClient, setting
     (corpus / "tides.md").write_text("# Tides\n\nThe spring tide comes two days after the full moon.\n")
     (corpus / "bread.md").write_text("# Bread\n\nSourdough needs a starter fed with flour and water.\n")
     assert client.post("/v1/folders", json={"path": str(corpus)}).status_code == 201
-    api = ApiClient(settings, url="http://127.0.0.1:8765")
-    api._http = client  # type: ignore[assignment]  # the REST client speaks to the app in this process
+    api = ApiClient(settings, http=client)  # the REST client speaks to the app in this process
     embedder = EmbedderClient(settings.embedder_target)
     try:
         indexer = Indexer(settings, api, embedder, Reporter(interactive=False), 1)
@@ -112,8 +111,7 @@ def test_path_boosts_reorder_after_fusion_and_say_so(tmp_path: Path, embedder_ad
     write_tree(repo, RETRY_REPO)
     with TestClient(create_app(settings), base_url="http://127.0.0.1:8765") as client:
         assert client.post("/v1/folders", json={"path": str(repo)}).status_code == 201
-        api = ApiClient(settings, url="http://127.0.0.1:8765")
-        api._http = client  # type: ignore[assignment]
+        api = ApiClient(settings, http=client)
         embedder = EmbedderClient(settings.embedder_target)
         try:
             Indexer(settings, api, embedder, Reporter(interactive=False), 1).run(api.folders())

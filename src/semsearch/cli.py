@@ -24,7 +24,7 @@ from semsearch.client import ApiClient, ApiError, snapshot_manifest
 from semsearch.config import Settings, load_settings, setting_problems
 from semsearch.follow import Follower, fail
 from semsearch.project import ProjectConfig
-from semsearch.schemas import GatherRequest, GrepRequest, RunRequest, SearchRequest
+from semsearch.schemas import FolderIn, GatherRequest, GrepRequest, RunRequest, SearchRequest
 from semsearch.spawn import child_env, python_module
 from semsearch.targets import TargetError, resolve_target
 from semsearch.version import __version__
@@ -180,12 +180,29 @@ def serve(host: str | None, port: int | None, embedder_port: int | None, watch: 
     sys.exit(code)
 
 
-@main.command(context_settings={"ignore_unknown_options": True})
+@main.command()
+@click.argument("folders", nargs=-1, type=click.Path(exists=True, file_okay=False))
 @click.option("--http", is_flag=True, help="Streamable HTTP instead of stdio.")
 @click.option("--host", help="HTTP bind address (default 127.0.0.1).")
 @click.option("--port", type=int, help="HTTP port (default 8767).")
-def mcp(http: bool, host: str | None, port: int | None) -> None:
-    """Run the MCP bridge: stdio for local agents (Claude Code, Cursor, Zed…), --http for remote ones."""
+@click.option(
+    "--standalone",
+    is_flag=True,
+    help="Everything in this one process (the model, the index's API on SEMSEARCH_PORT, a worker): "
+    "no `semsearch serve` needed. For one agent on a laptop.",
+)
+def mcp(folders: tuple[str, ...], http: bool, host: str | None, port: int | None, standalone: bool) -> None:
+    """Run the MCP bridge: stdio for local agents (Claude Code, Cursor, Zed…), --http for remote ones.
+
+    With --standalone, FOLDERS are registered if they are not yet and indexed in the background
+    while the agent starts, e.g. `claude mcp add semsearch -- semsearch mcp --standalone ~/code/api`."""
+    if folders and not standalone:
+        raise click.UsageError("FOLDERS go with --standalone; with `semsearch serve` add them by `semsearch add PATH`")
+    if standalone:
+        if http:
+            raise click.UsageError("--standalone serves one agent over stdio; drop --http (or run `semsearch serve`)")
+        service_part("semsearch.standalone", "all").main(settings(), folders)
+        return
     bridge = service_part("semsearch.mcp_bridge.main", "mcp").main
 
     argv = ["--http"] if http else []
@@ -243,11 +260,19 @@ def indexer_(args: tuple[str, ...]) -> None:
 @click.option("--allow-outside-root", is_flag=True, help="Allow a folder outside SEMSEARCH_CORPUS_ROOT (your home).")
 @api_errors
 def add(paths: tuple[str, ...], name: str | None, allow_outside_root: bool) -> None:
-    """Register folders to index."""
+    """Register folders to index. A folder already registered (by this path or through a link to
+    it) is left as it is, so a script can run `add` then `index` every time."""
     if name and len(paths) > 1:
         raise click.UsageError("--name goes with a single PATH")
+    for path in paths:  # a bad name or path is a usage error before anything is asked of the API
+        FolderIn(path=os.path.abspath(os.path.expanduser(path)), name=name, allow_outside_root=allow_outside_root)
     with ApiClient(settings()) as api:
+        known = {os.path.realpath(f.path): f for f in api.folders()}
         for path in paths:
+            same = known.get(os.path.realpath(os.path.expanduser(path)))
+            if same is not None and name in (None, same.name):
+                click.echo(f"already registered: {same.name}  {same.path}")
+                continue
             folder = api.add_folder(os.path.abspath(os.path.expanduser(path)), name, allow_outside_root)
             click.echo(f"added {folder.name}  {folder.path}")
     click.echo("Run `semsearch index` to index it.")

@@ -87,14 +87,18 @@ def segment(value: str) -> str:
 
 
 class ApiClient:
-    def __init__(self, settings: Settings, url: str | None = None, token: str | None = None) -> None:
-        """`url`/`token`, when given, replace the settings' (a project's machine-local file)."""
+    def __init__(self, settings: Settings, url: str | None = None, token: str | None = None, http: Any = None) -> None:
+        """`url`/`token`, when given, replace the settings' (a project's machine-local file). `http`:
+        an HTTP client with httpx's interface to speak through instead of a new one (e.g. an ASGI
+        app's in-process test client, which carries its own base URL and headers)."""
         self.url = (url or settings.api_url).rstrip("/")
         if url is None and token is None:
             secret = settings.token.get_secret_value() if settings.token else None
         else:  # a URL from elsewhere goes with that place's token only, never the settings'
             secret = token
-        self._http = httpx.Client(base_url=self.url, auth=_Bearer(secret), timeout=settings.api_timeout_s)
+        self._http: httpx.Client = http or httpx.Client(
+            base_url=self.url, auth=_Bearer(secret), timeout=settings.api_timeout_s
+        )
 
     def close(self) -> None:
         self._http.close()

@@ -8,12 +8,15 @@ so a value means the same thing everywhere.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+
+from semsearch.ranking import SHIPPED, SHIPPED_GATE
 
 Compute = Literal["int8", "fp32"]  # how the embedding model runs its MatMuls
 
@@ -231,29 +234,35 @@ class Settings(BaseSettings):
     # --- API / search ------------------------------------------------------
     hybrid_search: bool = Field(True, description="Vector + BM25 fused; off = vector only.")
     rrf_k: float = Field(
-        10.0, description="RRF damping: 1/(rrf_k + rank); 10 won on SciFact train (60 is the classic)."
+        SHIPPED.rrf_k, description="RRF damping: 1/(rrf_k + rank); 10 won on SciFact train (60 is the classic)."
     )
-    vector_weight: float = Field(1.0, description="Weight of the vector arm in the fusion.")
-    lexical_weight: float = Field(1.0, description="Weight of the BM25 arm in the fusion.")
-    # Per-query arm balance (api.fusion.lexical_balance): log2(BM25 weight multiplier) =
+    vector_weight: float = Field(SHIPPED.vector_weight, description="Weight of the vector arm in the fusion.")
+    lexical_weight: float = Field(SHIPPED.lexical_weight, description="Weight of the BM25 arm in the fusion.")
+    # Per-query arm balance (engine.fusion.lexical_balance): log2(BM25 weight multiplier) =
     # lexical_gain x decisiveness(BM25) - vector_gain x decisiveness(cosine) + bias (+ the question
-    # offset). Every value here is the one `make eval` chose on all its sets; each set's own figure
-    # comes from a choice made without it (leave-one-set-out), and none fell under its better arm.
+    # offset). Each default is the shipped one in semsearch/ranking.json, which `make eval` writes with
+    # the setting it chose on all its sets (each set's own figure comes from a choice made without it).
     lexical_decisiveness_gain: float = Field(
-        9.0, description="How much a decisive BM25 top hit (one score far above the rest) raises BM25's weight."
+        SHIPPED.lexical_gain,
+        description="How much a decisive BM25 top hit (one score far above the rest) raises BM25's weight.",
     )
     vector_decisiveness_gain: float = Field(
-        12.0, description="How much a decisive vector top hit lowers BM25's weight (0 and 0 = plain RRF)."
+        SHIPPED.vector_gain,
+        description="How much a decisive vector top hit lowers BM25's weight (0 and 0 = plain RRF).",
     )
-    arm_balance_bias: float = Field(0.0, description="log2 offset of BM25's weight when both arms are as decisive.")
-    arm_balance_bound: float = Field(4.0, description="The balance never moves BM25's weight beyond 2**±this.")
+    arm_balance_bias: float = Field(
+        SHIPPED.bias, description="log2 offset of BM25's weight when both arms are as decisive."
+    )
+    arm_balance_bound: float = Field(
+        SHIPPED.bound, description="The balance never moves BM25's weight beyond 2**±this."
+    )
     question_lexical_bias: float = Field(
-        -2.0,
+        SHIPPED.question_bias,
         description="log2 offset of BM25's weight for a question in words (fusion.is_question): BM25 "
         "ranks by the words a question shares with the whole corpus; held out, every FAQ set gained.",
     )
     lexical_only_weight: float = Field(
-        0.75,
+        SHIPPED.lexical_only_weight,
         description="Scales BM25's share for a chunk the vector arm did not find at all: a keyword match "
         "can add to an answer without displacing what both arms agree on.",
     )
@@ -277,7 +286,7 @@ class Settings(BaseSettings):
     pool_multiplier: int = Field(4, description="Each arm returns k x this many candidates, so fusion can reorder.")
     pool_min: int = Field(50, description="…and at least this many: small k still gets a real candidate pool.")
     lexical_max_doc_freq: float = Field(
-        1.0,
+        SHIPPED_GATE,
         description="In hybrid, a query term counts for BM25 only if in <= max(5, this x chunks) chunks "
         "(1.0 = off: on SciFact train it cost more than it saved).",
     )
@@ -400,6 +409,36 @@ def setting_problems(exc: ValidationError) -> str:
         name = "_".join(str(p) for p in err["loc"]).upper()
         parts.append(f"SEMSEARCH_{name}: {err['msg'].removeprefix('Value error, ')}")
     return "; ".join(parts)
+
+
+class _GivenEnvironment(EnvSettingsSource):
+    """The environment source reading a given mapping instead of `os.environ`."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+        self._environ = environ
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return {name.lower(): value for name, value in self._environ.items()}  # names are case-insensitive
+
+
+def settings_from(environ: Mapping[str, str], **overrides: Any) -> Settings:
+    """Settings from a given environment (a child's, a test's) rather than this process's own, read
+    with the same names and parsing, `overrides` on top; `os.environ` is neither read nor written."""
+
+    class Given(Settings):
+        @classmethod
+        def settings_customise_sources(
+            cls,
+            settings_cls: type[BaseSettings],
+            init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+        ) -> tuple[PydanticBaseSettingsSource, ...]:
+            return init_settings, _GivenEnvironment(settings_cls, environ)
+
+    return Given(**overrides)
 
 
 def load_settings(prog: str, **overrides: Any) -> Settings:

@@ -5,8 +5,11 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
+from types import FrameType
 
 import uvicorn
+from fastapi import FastAPI
 
 from semsearch.api.app import create_app
 from semsearch.config import Settings, load_settings
@@ -20,6 +23,37 @@ from semsearch.security import is_loopback
 def main(settings: Settings | None = None) -> None:
     settings = settings or load_settings("semsearch api")
     limit_arenas(settings.malloc_arenas)  # before LanceDB and uvicorn start their threads
+    app = prepare(settings)
+    # X-Forwarded-For is believed only from the proxies named (uvicorn trusts loopback by default,
+    # so any local process could write another client's address into the audit log).
+    proxies = settings.forwarded_allow_ips
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level="info",
+        access_log=False,
+        proxy_headers=proxies is not None,
+        forwarded_allow_ips=proxies,
+    )
+    DrainingServer(config, app.state.draining).run()
+
+
+class DrainingServer(uvicorn.Server):
+    """On SIGTERM or SIGINT the app's `draining` event is set first, so long polls end at once."""
+
+    def __init__(self, config: uvicorn.Config, draining: threading.Event) -> None:
+        super().__init__(config)
+        self.draining = draining
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self.draining.set()
+        super().handle_exit(sig, frame)
+
+
+def prepare(settings: Settings) -> FastAPI:
+    """The checks a start makes (bind without a token, the data directory, the shared store and
+    its writer lease), then the app; a failed check ends the start with one line (SystemExit)."""
     if not is_loopback(settings.host) and settings.token is None and not settings.tokens_path.exists():
         sys.exit(
             f"semsearch api: refusing to listen on {settings.host} without a token; "
@@ -47,19 +81,7 @@ def main(settings: Settings | None = None) -> None:
                 lease.acquire()
         except (StoreUnavailable, LeaseHeld) as exc:
             sys.exit(f"semsearch api: {exc}")
-    app = create_app(settings, lease)
-    # X-Forwarded-For is believed only from the proxies named (uvicorn trusts loopback by default,
-    # so any local process could write another client's address into the audit log).
-    proxies = settings.forwarded_allow_ips
-    uvicorn.run(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_level="info",
-        access_log=False,
-        proxy_headers=proxies is not None,
-        forwarded_allow_ips=proxies,
-    )
+    return create_app(settings, lease)
 
 
 if __name__ == "__main__":

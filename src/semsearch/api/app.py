@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -48,6 +49,9 @@ def create_app(settings: Settings | None = None, lease: WriterLease | None = Non
         redirect_slashes=False,
     )
     errors.install(app)
+    # Set when the server begins to shut down: long polls (a worker's claim) end at once instead of
+    # holding the shutdown until they time out.
+    app.state.draining = threading.Event()
 
     app.add_middleware(PagePolicy)
     app.add_middleware(

@@ -7,7 +7,7 @@ Globs become LIKE patterns (a superset), then `matches_globs` checks them exactl
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import pathspec
@@ -70,7 +70,7 @@ def matches_globs(path: str, globs: list[str]) -> bool:
     return glob_matcher(globs)(path)
 
 
-def path_multiplier(boosts: dict[str, float]) -> Callable[[str], float]:
+def path_multiplier(boosts: Mapping[str, float]) -> Callable[[str], float]:
     """A path's boost: the product of the multipliers of every glob it matches (1 if none)."""
     compiled = [(glob_matcher([glob]), factor) for glob, factor in boosts.items()]
 

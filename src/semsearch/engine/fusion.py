@@ -7,10 +7,13 @@ be thresholded, so "is this relevant at all" is decided on the cosine similarity
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from semsearch.config import Settings
+from semsearch.engine.filters import path_multiplier
+from semsearch.engine.lexical import identifiers_in
+from semsearch.ranking import FusionParams
 
 
 @dataclass
@@ -43,34 +46,19 @@ def rrf(
     return sorted(fused.values(), key=lambda f: (-f.score, f.vector_rank or 10**9, f.bm25_rank or 10**9))
 
 
-@dataclass(frozen=True)
-class FusionParams:
-    """Everything the hybrid ranking is tuned by: the API takes it from the settings, `make eval`
-    from its grid, and both rank with `fuse` — what was tuned offline is what is served."""
-
-    rrf_k: float
-    vector_weight: float = 1.0
-    lexical_weight: float = 1.0
-    lexical_gain: float = 0.0
-    vector_gain: float = 0.0
-    bias: float = 0.0
-    bound: float = 4.0
-    question_bias: float = 0.0
-    lexical_only_weight: float = 1.0
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> FusionParams:
-        return cls(
-            rrf_k=settings.rrf_k,
-            vector_weight=settings.vector_weight,
-            lexical_weight=settings.lexical_weight,
-            lexical_gain=settings.lexical_decisiveness_gain,
-            vector_gain=settings.vector_decisiveness_gain,
-            bias=settings.arm_balance_bias,
-            bound=settings.arm_balance_bound,
-            question_bias=settings.question_lexical_bias,
-            lexical_only_weight=settings.lexical_only_weight,
-        )
+def params_from(settings: Settings) -> FusionParams:
+    """The fusion parameters a service was configured with (each defaults to the shipped one)."""
+    return FusionParams(
+        rrf_k=settings.rrf_k,
+        vector_weight=settings.vector_weight,
+        lexical_weight=settings.lexical_weight,
+        lexical_gain=settings.lexical_decisiveness_gain,
+        vector_gain=settings.vector_decisiveness_gain,
+        bias=settings.arm_balance_bias,
+        bound=settings.arm_balance_bound,
+        question_bias=settings.question_lexical_bias,
+        lexical_only_weight=settings.lexical_only_weight,
+    )
 
 
 @dataclass(frozen=True)
@@ -115,6 +103,49 @@ def boost(fused: list[Fused], multiplier: Callable[[str], float]) -> list[Fused]
         f.boost = multiplier(f.id)
         f.score *= f.boost
     return sorted(fused, key=lambda f: -f.score)
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """One query's order, and what the response reports of how it was made."""
+
+    fused: list[Fused]
+    lexical_weight: float  # the BM25 weight this query got
+    exact: frozenset[str]  # chunk ids whose text holds every identifier the query names
+    question: bool
+
+
+def rank(
+    vector: Sequence[Candidate],
+    lexical: Sequence[Candidate],
+    params: FusionParams,
+    *,
+    query: str,
+    hybrid: bool,
+    path_of: Callable[[str], str],
+    boosts: Mapping[str, float] | None,
+    text_of: Callable[[str], str] | None = None,
+) -> Ranking:
+    """The one ranking path, served by `retrieval.search` and replayed by `make eval`: both arms
+    fused (balanced per query in hybrid mode), path boosts multiplied in, and for a query that is
+    just identifiers the exact matches first. `path_of` and `text_of` map a chunk id to its path
+    and text (without `text_of`, as in the offline replay, nothing is exact)."""
+    question = is_question(query)
+    fused, lexical_weight = fuse(vector, lexical, params, balanced=hybrid, question=question)
+    if boosts:
+        by_path = path_multiplier(boosts)
+        fused = boost(fused, lambda chunk_id: by_path(path_of(chunk_id)))
+    identifiers = identifiers_in(query)
+    exact = frozenset(f.id for f in fused if text_of is not None and is_exact(identifiers, text_of(f.id)))
+    if exact and is_exact_query(query, identifiers):
+        fused.sort(key=lambda f: f.id not in exact)  # stable: exact hits first, each group in fused order
+    return Ranking(fused, lexical_weight, exact, question)
+
+
+def is_exact_query(query: str, identifiers: list[str]) -> bool:
+    """The query is just identifiers (`getUserName`, `ERR_CONN_RESET user_id`): exact hits go first."""
+    words = query.split()
+    return bool(identifiers) and len(words) <= 3 and len(identifiers) == len(words)
 
 
 # Words a question in English starts with. A question names what it wants in words the whole

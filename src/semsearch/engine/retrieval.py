@@ -23,21 +23,9 @@ from semsearch.corpus.folders import FolderNotFound, FolderRegistry
 from semsearch.embedder.interface import Embedder
 from semsearch.engine import filters
 from semsearch.engine.coverage import CoverageCache
-from semsearch.engine.fusion import (
-    Candidate,
-    Fused,
-    FusionParams,
-    abstain_message,
-    boost,
-    fuse,
-    is_exact,
-    is_question,
-    label,
-    lifecycle_label,
-    passes,
-)
+from semsearch.engine.fusion import Candidate, Fused, abstain_message, label, lifecycle_label, params_from, passes, rank
 from semsearch.engine.guard import Guarded, guard
-from semsearch.engine.lexical import identifiers_in, query_terms
+from semsearch.engine.lexical import query_terms
 from semsearch.engine.store import ModelMismatch, Store
 from semsearch.schemas import ArmHit, Arms, Hit, SearchRequest, SearchResponse
 
@@ -57,12 +45,6 @@ def informative_terms(terms: list[str], store: Store, max_doc_freq: float) -> li
     if total >= 10:
         cap = min(cap, total // 2)
     return [t for t in terms if store.doc_freq(t, cap) <= cap]
-
-
-def is_exact_query(query: str, identifiers: list[str]) -> bool:
-    """The query is just identifiers (`getUserName`, `ERR_CONN_RESET user_id`): exact hits go first."""
-    words = query.split()
-    return bool(identifiers) and len(words) <= 3 and len(identifiers) == len(words)
 
 
 @dataclass(frozen=True)
@@ -132,22 +114,18 @@ def search(
         row["cosine"] = float(np.dot(np.asarray(row.pop("vector"), dtype=np.float32), vector))
         rows[row["id"]] = row
     rows.update({row["id"]: row for row in vector_rows})
-    identifiers = identifiers_in(query)
-    question = is_question(query)
-    fused, lexical_weight = fuse(
+    boosts = settings.path_boosts if request.path_boosts is None else request.path_boosts
+    ranking = rank(
         [Candidate(r["id"], r["cosine"]) for r in vector_rows],
         [Candidate(r["id"], r["bm25"]) for r in lexical_rows],
-        FusionParams.from_settings(settings),
-        balanced=mode == "hybrid",
-        question=question,
+        params_from(settings),
+        query=query,
+        hybrid=mode == "hybrid",
+        path_of=lambda chunk_id: rows[chunk_id]["path"],
+        boosts=boosts,
+        text_of=lambda chunk_id: rows[chunk_id]["text"],
     )
-    boosts = settings.path_boosts if request.path_boosts is None else request.path_boosts
-    if boosts:
-        by_path = filters.path_multiplier(boosts)
-        fused = boost(fused, lambda chunk_id: by_path(rows[chunk_id]["path"]))
-    exact = {f.id for f in fused if is_exact(identifiers, rows[f.id]["text"])}
-    if exact and is_exact_query(query, identifiers):
-        fused.sort(key=lambda f: f.id not in exact)  # stable: exact hits first, each group in fused order
+    fused, exact = ranking.fused, ranking.exact
 
     hits: list[Hit] = []
     per_file: Counter[str] = Counter()
@@ -178,9 +156,9 @@ def search(
             vector=[_arm_hit(r) for r in vector_rows],
             lexical=[_arm_hit(r) for r in lexical_rows],
             vector_weight=settings.vector_weight,
-            lexical_weight=round(lexical_weight, 4),
+            lexical_weight=round(ranking.lexical_weight, 4),
             lexical_terms=terms,
-            question=question,
+            question=ranking.question,
             path_boosts=boosts,
         )
     return SearchResponse(

@@ -58,7 +58,7 @@ VERSION_RETENTION = timedelta(minutes=5)  # readers older than this may hold old
 @dataclass(frozen=True)
 class AnnQuery:
     """The query side of the ANN index, chosen with `python -m bench.ann_study` on tables of
-    100k to 1M rows (docs/scaling.md): `nprobes` IVF partitions are scanned (None:
+    100k to 1M rows (docs/guides/scaling-estimates.md): `nprobes` IVF partitions are scanned (None:
     LanceDB's default, 20), and `refine` x limit candidates go to an exact re-rank. `ef` is
     read by an HNSW index only (one an earlier version built, until `optimize` rebuilds it):
     its graph looks at `ef` x the candidates."""
@@ -71,7 +71,7 @@ class AnnQuery:
 ANN_QUERY: Final = AnnQuery()
 # IVF over 8-bit scalar-quantised vectors, scanned whole in each probed partition: no graph to
 # get lost in. One HNSW graph per partition (IVF_HNSW_SQ) missed whole clusters of near-duplicate
-# chunks at 1M rows unless it walked 8 x longer, and took ~30 x longer to build (docs/scaling.md).
+# chunks at 1M rows unless it walked 8 x longer, and took ~30 x longer to build (docs/guides/scaling-estimates.md).
 ANN_CONFIG = IvfSq(distance_type="cosine")
 
 

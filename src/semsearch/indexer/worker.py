@@ -22,6 +22,7 @@ from semsearch.embedder.client import EmbedderError
 from semsearch.indexer.main import connect
 from semsearch.indexer.progress import Reporter
 from semsearch.limits import MAX_LOG_LINES
+from semsearch.malloc import trim
 from semsearch.schemas import Run, RunFinish, RunLine, RunProgress
 from semsearch.targets import resolve_target
 
@@ -70,6 +71,9 @@ class Worker:
                 self._run_request(job.run)
             elif job.folder is not None:
                 self._index_changed(job.folder)
+            # A pass's buffers (files read, chunks, batches) are garbage now; glibc keeps freed heap
+            # unless asked, and a worker waits far longer than it works.
+            trim()
 
     # --- sources of work ---------------------------------------------------------------
 

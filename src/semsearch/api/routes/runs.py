@@ -96,7 +96,7 @@ async def claim_run(body: ClaimIn, request: Request, runs: RunsDep, principal: W
             run = runs.try_claim(body.worker)
             if run is not None:
                 return run
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline or request.app.state.draining.is_set():  # shutting down: let go
                 return Response(status_code=status.HTTP_204_NO_CONTENT)
             await asyncio.sleep(0.2)
 
