@@ -69,8 +69,8 @@ compose-check: install
 	SEMSEARCH_TOKEN=ci-check $(BIN)/python -c "import compose, pathlib, subprocess, sys; \
 	  sys.exit(subprocess.call([str(pathlib.Path(compose.__file__).parent / 'docker-compose'), 'config', '-q']))"
 
-# Both tiers, in random order (pytest-randomly): the in-process and pure-function tests, and
-# the e2e tier that starts real services as processes.
+# Every tier, in random order (pytest-randomly), on every core (pytest-xdist): the unit, engine,
+# API, CLI and MCP tests in the test process, and the system tier (e2e) that starts processes.
 test: install lint typecheck compose-check
 	$(BIN)/pytest
 
@@ -115,7 +115,7 @@ bench-scale: install
 # Long versions of the hostile-input and load tests (the suite runs short ones).
 # Generated cases (hypothesis, schemathesis) at 400 each, then every coverage-guided target for a minute.
 fuzz: install
-	FUZZ_EXAMPLES=400 FUZZ_SECONDS=60 $(BIN)/pytest -q -s tests/test_fuzz.py
+	FUZZ_EXAMPLES=400 FUZZ_SECONDS=60 $(BIN)/pytest -q -s -n 0 tests/test_fuzz.py
 
 soak: install
 	$(BIN)/python -m bench.soak --seconds 180 --clients 16

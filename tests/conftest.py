@@ -48,6 +48,17 @@ def _counted(self: subprocess.Popen[Any], *args: Any, **kwargs: Any) -> Any:
 subprocess.Popen._execute_child = _counted  # type: ignore[attr-defined]
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    output = getattr(session.config, "workeroutput", None)  # an xdist worker hands its count back
+    if output is not None:
+        output["spawned"] = _SPAWNED[0]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:  # xdist: a worker finished
+    _SPAWNED[0] += getattr(node, "workeroutput", {}).get("spawned", 0)
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     terminalreporter.write_line(f"processes started by the suite: {_SPAWNED[0]}")
 

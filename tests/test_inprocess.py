@@ -19,6 +19,7 @@ from semsearch.config import Settings
 from semsearch.embedder.client import EmbedderClient
 from semsearch.indexer.progress import Reporter
 from semsearch.indexer.run import Indexer
+from tests.conftest import Stack
 from tests.corpus import RETRY_REPO, write_tree
 
 
@@ -132,3 +133,15 @@ def test_path_boosts_reorder_after_fusion_and_say_so(tmp_path: Path, embedder_ad
         assert client.get("/v1/explain", params={"path": str(repo / "tests/test_retry.py")}).json()["boost"] == 0.5
         refused = client.post("/v1/search", json={"query": "x", "pathBoosts": {"**": 0}})
         assert refused.status_code == 422 and "greater than or equal to 0.05" in refused.text
+
+
+def test_a_worker_thread_prints_nothing_on_the_programs_stdout(stack: Stack, tmp_path: Path) -> None:
+    """A worker that is a thread of another program (`mcp --standalone`, whose stdout is the MCP
+    protocol; this suite) leaves stdout alone: the run's lines reach the CLI that asked through
+    the API, once."""
+    folder = tmp_path / "quay"
+    folder.mkdir()
+    (folder / "berths.md").write_text("# Berths\n\nBerth 4 takes ships up to 200 m.\n")
+    stack.cli("add", str(folder))
+    out = stack.cli("index", "quay").stdout
+    assert out.count(f"[1/1] quay  {folder}") == 1, out

@@ -236,7 +236,7 @@ def test_every_mcp_tool_over_stdio(stack: Stack, project: Path) -> None:
 
     out = with_worker(stack, "worker.log", run)
     assert set(out["tools"]) == {
-        "search", "gather", "list_folders", "cat_file", "grep", "index", "index_status", "symbols", "outline"
+        "search", "gather", "list_folders", "cat_file", "grep", "index", "index_status", "symbols", "outline", "explain"
     }  # fmt: skip
     for tool in out["tools"].values():
         assert tool.input_schema.get("additionalProperties") is False

@@ -14,7 +14,14 @@ from mcp.client.client import Client
 from pydantic import BaseModel
 
 from semsearch.config import Settings
-from semsearch.limits import MAX_FILTER_ITEMS, MAX_RESULTS
+from semsearch.limits import (
+    MAX_FILTER_ITEMS,
+    MAX_RESULTS,
+    MCP_CAT_LINES,
+    MCP_GATHER_TOKENS,
+    MCP_MAX_RESULTS,
+    MCP_WAIT_S,
+)
 from semsearch.mcp_bridge.server import build_server
 from semsearch.project import ProjectConfig
 from semsearch.schemas import GatherRequest, GrepRequest, SearchRequest
@@ -69,8 +76,8 @@ def test_generated_tools_carry_the_request_models_bounds(tool: str, model: type[
     for name, spec in properties.items():
         assert name in fields, f"{tool}.{name} is not a field of {model.__name__}"
         assert spec["description"] == fields[name].description
-    if "k" in properties:
-        assert properties["k"]["maximum"] == MAX_RESULTS
+    if "k" in properties:  # an agent's budget, tighter than REST's
+        assert properties["k"]["maximum"] == MCP_MAX_RESULTS < MAX_RESULTS
     if "folder" in properties:
         array = next(s for s in properties["folder"]["anyOf"] if s.get("type") == "array")
         assert array["maxItems"] == MAX_FILTER_ITEMS
@@ -91,3 +98,17 @@ def test_lists_as_arrays_and_as_comma_strings_reach_the_api() -> None:
     for folder in (["a", "b"], "a,b"):
         error, text = call("search", {"query": "x", "folder": folder})
         assert error and "API not reachable at http://127.0.0.1:9" in text, text
+
+
+def test_every_tool_answers_within_a_budget_by_default() -> None:
+    """Clients cap a tool result (Claude Code: 25,000 tokens): the defaults stay under it and each
+    tool says how to page or narrow."""
+    tools = {t.name: t.input_schema["properties"] for t in listed()[0]}
+    assert tools["gather"]["maxTokens"]["default"] == MCP_GATHER_TOKENS
+    assert tools["gather"]["k"]["maximum"] == tools["search"]["k"]["maximum"] == MCP_MAX_RESULTS
+    assert tools["cat_file"]["maxLines"]["default"] == MCP_CAT_LINES
+    assert tools["index_status"]["wait"]["maximum"] == MCP_WAIT_S
+    assert tools["grep"]["maxResults"]["default"] <= 100
+    assert set(tools["explain"]) == {"filePath"}
+    error, text = call("search", {"query": "x", "k": MCP_MAX_RESULTS + 1})
+    assert error and "k" in text and str(MCP_MAX_RESULTS) in text

@@ -101,7 +101,7 @@ def test_the_mcp_bridge_starts_from_its_extra_alone(mcp_venv: Path, stack: Stack
             return sorted(t.name for t in listed)
 
     assert anyio.run(tools) == [
-        "cat_file", "gather", "grep", "index", "index_status", "list_folders", "outline", "search", "symbols"
+        "cat_file", "explain", "gather", "grep", "index", "index_status", "list_folders", "outline", "search", "symbols"
     ]  # fmt: skip
 
 

@@ -63,7 +63,7 @@ def test_typescript_client_over_stdio(stack: Stack, project: Path) -> None:
     assert out["serverInfo"]["version"] == __version__
     tools = {t["name"]: t for t in out["tools"]}
     assert set(tools) == {
-        "search", "gather", "list_folders", "cat_file", "grep", "index", "index_status", "symbols", "outline"
+        "search", "gather", "list_folders", "cat_file", "grep", "index", "index_status", "symbols", "outline", "explain"
     }  # fmt: skip
     for name, tool in tools.items():
         hints = tool["annotations"]

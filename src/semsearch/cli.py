@@ -401,19 +401,7 @@ def explain(path: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(result.dump(), indent=2))
         return
-    click.echo(f"{result.rel_path or result.path}" + (f"  (folder {result.folder})" if result.folder else ""))
-    verdict = "indexed" if result.indexed else "not indexed"
-    click.echo(f"  {verdict}: {result.rule} — {result.detail}")
-    if result.rel_path:
-        state = "not in the index yet" if not result.in_index else f"{result.chunks} chunks in the index"
-        if result.stale:
-            state += " (changed since indexed: run `semsearch index`)"
-        click.echo(f"  {state}")
-    if result.secrets_redacted:
-        click.echo(f"  {result.secrets_redacted} secret(s) redacted before indexing ([REDACTED:…] in results)")
-    for flagged in result.flagged:
-        lines = f"lines {flagged.start_line}-{flagged.end_line}"
-        click.echo(f"  ⚠ {lines}: {', '.join(flagged.flags)} (kept in the index, labelled in results)")
+    click.echo("\n".join(result.lines()))
 
 
 @main.command()

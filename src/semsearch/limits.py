@@ -49,5 +49,13 @@ MAX_QUEUED_PER_TOKEN = 8  # of those, one token's: a script in a loop cannot fil
 MAX_LOG_LINES = 200  # output lines per progress report of a worker
 INDEX_TOOL_WAIT_S = 30.0  # the MCP `index` tool answers within this; longer runs return a run id to poll
 
+# --- what one MCP tool result may cost an agent ----------------------------------------------------
+# Clients cap a tool result (Claude Code: 25,000 tokens by default) and an agent pays for every token
+# it reads; each tool answers within budget by default and says how to page or narrow.
+MCP_MAX_RESULTS = 50  # hits of one search or gather over MCP (REST allows MAX_RESULTS)
+MCP_GATHER_TOKENS = 8_000  # gather's budget when the agent names none
+MCP_CAT_LINES = 400  # cat_file's page when the agent names no end line
+MCP_WAIT_S = 60.0  # index_status waits at most this long for a run to finish
+
 # --- the project's own files --------------------------------------------------------------------
 MAX_DESCRIPTION = 500  # a sentence or two about the corpus; longer text is an attempt to steer the agent

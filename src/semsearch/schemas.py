@@ -505,6 +505,22 @@ class Explained(Wire):
     boost: float = Field(1.0, description="The server's path boost for this path (pathBoosts), 1 if none.")
     flagged: list[FlaggedChunk] = Field([], description="Chunks of this file that screening flagged, and why.")
 
+    def lines(self) -> list[str]:
+        """The answer in words, as `semsearch explain` and the MCP `explain` tool print it."""
+        out = [f"{self.rel_path or self.path}" + (f"  (folder {self.folder})" if self.folder else "")]
+        out.append(f"  {'indexed' if self.indexed else 'not indexed'}: {self.rule} — {self.detail}")
+        if self.rel_path:
+            state = "not in the index yet" if not self.in_index else f"{self.chunks} chunks in the index"
+            if self.stale:
+                state += " (changed since indexed: run `semsearch index`)"
+            out.append(f"  {state}")
+        if self.secrets_redacted:
+            out.append(f"  {self.secrets_redacted} secret(s) redacted before indexing ([REDACTED:…] in results)")
+        for flagged in self.flagged:
+            lines = f"lines {flagged.start_line}-{flagged.end_line}"
+            out.append(f"  ⚠ {lines}: {', '.join(flagged.flags)} (kept in the index, labelled in results)")
+        return out
+
 
 class Symbol(Wire):
     """A definition found by the indexer's parse (`GET /v1/symbols`, `GET /v1/outline`)."""

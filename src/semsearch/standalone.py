@@ -78,7 +78,7 @@ class WorkerThread:
 
     def __init__(self, settings: Settings) -> None:
         self.stop_event = threading.Event()
-        worker = Worker(settings, watch=False, requests=True)
+        worker = Worker(settings, watch=False, requests=True, echo=False)  # stdout is not ours
         self.thread = threading.Thread(target=worker.run, args=(self.stop_event,), daemon=True, name="worker")
 
     def start(self) -> WorkerThread:

@@ -39,9 +39,19 @@ class _Job:
 
 class Worker:
     def __init__(
-        self, settings: Settings, watch: bool, requests: bool, path: str | None = None, verbose: bool = False
+        self,
+        settings: Settings,
+        watch: bool,
+        requests: bool,
+        path: str | None = None,
+        verbose: bool = False,
+        echo: bool = True,
     ) -> None:
+        """`echo`: print what runs do on this process's stdout (a worker process's log); a worker
+        that is a thread of another program (`mcp --standalone`, whose stdout is the MCP protocol)
+        says False: a requested run's lines still reach whoever asked, through the API."""
         self.settings = settings
+        self.echo = echo
         self.watch = watch
         self.requests = requests
         self.path = path
@@ -144,16 +154,20 @@ class Worker:
                 self.jobs.put(job)
                 break
         try:
-            with connect(self.settings, Reporter(verbose=self.verbose, interactive=False)) as (indexer, api):
+            with connect(self.settings, Reporter(self.verbose, False, self.echo)) as (indexer, api):
                 folders, scope = resolve_target(api.folders(), self.path)
                 targets = folders if "*" in pending else [f for f in folders if f.name in pending]
                 if targets:
                     summary = indexer.run(targets, scope)
-                    print("watch  " + summary.line(summary.seconds), flush=True)
+                    self._say("watch  " + summary.line(summary.seconds))
         except (ApiError, EmbedderError, ValueError) as exc:
-            print(f"semsearch watch: {exc}; retrying in {RETRY_S:.0f}s", flush=True)
+            self._say(f"semsearch watch: {exc}; retrying in {RETRY_S:.0f}s")
             time.sleep(RETRY_S)
             self.jobs.put(_Job(folder="*" if "*" in pending else sorted(pending)[0]))
+
+    def _say(self, text: str) -> None:
+        if self.echo:
+            print(text, flush=True)
 
     def _run_request(self, run: Run) -> None:
         try:
@@ -165,7 +179,7 @@ class Worker:
         """A requested run, executed with the same code as a local one; its output lines go to the
         run's log (the CLI that asked prints them), its progress and summary to the run."""
         asked = run.request
-        reporter = Reporter(verbose=self.verbose or asked.verbose, interactive=False)
+        reporter = Reporter(verbose=self.verbose or asked.verbose, interactive=False, echo=self.echo)
         lines: list[RunLine] = []
         reporter.sink = lambda text, stream: lines.append(RunLine(text=text[:4000], stream=stream))  # type: ignore[arg-type]
         last = 0.0

@@ -11,7 +11,8 @@ from __future__ import annotations
 import inspect
 import json
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
 import anyio.to_thread
@@ -23,7 +24,15 @@ from pydantic import BaseModel, BeforeValidator, Field, ValidationError
 
 from semsearch.client import CALLER_TOKEN, ApiError
 from semsearch.config import Settings
-from semsearch.limits import INDEX_TOOL_WAIT_S, MAX_SYMBOL_RESULTS
+from semsearch.limits import (
+    INDEX_TOOL_WAIT_S,
+    MAX_CAT_LINES,
+    MAX_SYMBOL_RESULTS,
+    MCP_CAT_LINES,
+    MCP_GATHER_TOKENS,
+    MCP_MAX_RESULTS,
+    MCP_WAIT_S,
+)
 from semsearch.project import ProjectConfig, project_client
 from semsearch.schemas import (
     Folder,
@@ -131,13 +140,18 @@ class Bridge:
         folders = await self.call(self.api.folders)
         return structured(json.dumps([f.dump() for f in folders], ensure_ascii=False), FoldersOutput(folders=folders))
 
-    async def cat_file(self, file_path: str, start_line: int, end_line: int | None) -> str:
-        content = await self.call(self.api.read_file, file_path, start_line, end_line)
+    async def cat_file(self, file_path: str, start_line: int, end_line: int | None, max_lines: int) -> str:
+        last = start_line + max_lines - 1
+        end = last if end_line is None else min(end_line, last)
+        content = await self.call(self.api.read_file, file_path, start_line, end)
         fence = fence_for(content.text)
         header = (
             f"{one_line(content.folder)} · {one_line(content.rel_path)}:{content.start_line}-{content.end_line} "
             f"(of {content.total_lines} lines)"
         )
+        wanted = content.total_lines if end_line is None else min(end_line, content.total_lines)
+        if content.end_line < wanted:
+            header += f"; more: cat_file with startLine={content.end_line + 1}"
         return f"{header}\n{fence}\n{content.text}\n{fence}"
 
     async def grep(self, request: GrepRequest) -> CallToolResult:
@@ -166,6 +180,10 @@ class Bridge:
             lines.append(f"(more than {limit} matched: narrow with kind or folder, or raise limit)")
         return structured("\n".join(lines), found)
 
+    async def explain(self, file_path: str) -> CallToolResult:
+        found = await self.call(self.api.explain, file_path)
+        return structured("\n".join(one_line(line) for line in found.lines()), found)
+
     async def outline(self, file_path: str) -> CallToolResult:
         found = await self.call(self.api.outline, file_path)
         lines = [f"{one_line(found.folder)} · {one_line(found.rel_path)}"]
@@ -186,8 +204,12 @@ class Bridge:
             run = await self.call(self.api.run, run.id, min(10.0, max(0.5, deadline - time.monotonic())))
         return self._run_view(run)
 
-    async def index_status(self, run_id: str) -> CallToolResult:
-        return self._run_view(await self.call(self.api.run, run_id))
+    async def index_status(self, run_id: str, wait: float = 0) -> CallToolResult:
+        run = await self.call(self.api.run, run_id, min(wait, 10.0))
+        deadline = time.monotonic() + wait
+        while run.state in ("queued", "running") and time.monotonic() < deadline:  # the API waits ≤ 10 s per call
+            run = await self.call(self.api.run, run_id, min(10.0, max(0.5, deadline - time.monotonic())))
+        return self._run_view(run)
 
     @staticmethod
     def _run_view(run: Run) -> CallToolResult:
@@ -207,44 +229,65 @@ class Bridge:
         raise ToolError(f"{root!r} is not a registered folder; call list_folders to see them")
 
 
-def untitled(schema: Any) -> Any:
+def untitled(schema: Any, drop: frozenset[str] = frozenset({"title"})) -> Any:
     """A JSON schema without pydantic's generated titles (each repeats its property's name): what a
-    client reads at every session start stays small (tools/list under 12 KB)."""
+    client reads at every session start stays small (tools/list under 12 KB). (A property that is
+    itself named `title` maps to a schema, not a string, and stays.)"""
     if isinstance(schema, dict):
-        return {k: untitled(v) for k, v in schema.items() if not (k == "title" and isinstance(v, str))}
+        return {k: untitled(v, drop) for k, v in schema.items() if not (k in drop and isinstance(v, str))}
     if isinstance(schema, list):
-        return [untitled(v) for v in schema]
+        return [untitled(v, drop) for v in schema]
     return schema
 
 
 _ANNOTATED: Any = Annotated  # a type built at run time, which a type checker cannot spell
 
 
-def tool_parameters(model: type[BaseModel], names: Sequence[str]) -> list[inspect.Parameter]:
+def tool_parameters(
+    model: type[BaseModel], names: Sequence[str], budget: Mapping[str, Budget] | None = None
+) -> list[inspect.Parameter]:
     """A tool's parameters, generated from the REST request model's fields: the wire name (camelCase),
     the type (lists as arrays; a comma string still accepted), the bounds and the description —
-    declared once, on the model, whose bounds come from `limits.py`."""
+    declared once, on the model, whose bounds come from `limits.py`. `budget`: a field's tighter
+    bound and default for an agent (`MCP_*` in `limits.py`)."""
     out = []
     for name in names:
         field = model.model_fields[name]
         if not field.description:
             raise TypeError(f"{model.__name__}.{name} has no description; every tool parameter needs one")
-        annotation = _ANNOTATED[(field.annotation, *field.metadata, Field(description=field.description))]
+        tighter = (budget or {}).get(name)
+        extra = [Field(le=tighter.le)] if tighter is not None and tighter.le is not None else []
+        annotation = _ANNOTATED[(field.annotation, *field.metadata, *extra, Field(description=field.description))]
         default = inspect.Parameter.empty if field.is_required() else field.get_default(call_default_factory=True)
+        if tighter is not None and tighter.default is not None:
+            default = tighter.default
         out.append(inspect.Parameter(field.alias or name, inspect.Parameter.KEYWORD_ONLY, default=default,
                                      annotation=annotation))  # fmt: skip
     return out
 
 
+@dataclass(frozen=True)
+class Budget:
+    """An agent's tighter bound (`le`) and default for one request field."""
+
+    le: int | None = None
+    default: int | None = None
+
+
 def generated(
-    model: type[M], names: Sequence[str], run: Callable[[M], Awaitable[Any]], returns: Any
+    model: type[M],
+    names: Sequence[str],
+    run: Callable[[M], Awaitable[Any]],
+    returns: Any,
+    budget: Mapping[str, Budget] | None = None,
 ) -> Callable[..., Awaitable[Any]]:
     """A tool function whose signature is `model`'s fields `names`; a call becomes one `model`."""
 
     async def tool(**arguments: Any) -> Any:
         return await run(Bridge.request(model, arguments))
 
-    tool.__signature__ = inspect.Signature(tool_parameters(model, names), return_annotation=returns)  # type: ignore[attr-defined]
+    signature = inspect.Signature(tool_parameters(model, names, budget), return_annotation=returns)
+    tool.__signature__ = signature  # type: ignore[attr-defined]
     return tool
 
 
@@ -259,19 +302,25 @@ class _Server(MCPServer):
         self.requests: dict[str, type[BaseModel]] = {}  # a generated tool's REST request model
 
     def add_request_tool(
-        self, model: type[M], names: Sequence[str], run: Callable[[M], Awaitable[Any]], returns: Any, **info: Any
+        self,
+        model: type[M],
+        names: Sequence[str],
+        run: Callable[[M], Awaitable[Any]],
+        returns: Any,
+        budget: Mapping[str, Budget] | None = None,
+        **info: Any,
     ) -> None:
         """A tool generated from a REST request model (`generated`), checked against it before the
         SDK sees the call, so a bad argument gets the API's own one-line reason."""
-        self.add_tool(generated(model, names, run, returns), **info)
+        self.add_tool(generated(model, names, run, returns, budget), **info)
         self.requests[info["name"]] = model
 
     async def list_tools(self) -> list[MCPTool]:
         tools = await super().list_tools()
         for tool in tools:
             tool.input_schema = {**untitled(tool.input_schema), "additionalProperties": False}
-            if tool.output_schema is not None:
-                tool.output_schema = untitled(tool.output_schema)
+            if tool.output_schema is not None:  # for validating results: the words are in the docs
+                tool.output_schema = untitled(tool.output_schema, frozenset({"title", "description"}))
         return tools
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:  # type: ignore[override]
@@ -325,6 +374,7 @@ def build_server(settings: Settings, project: ProjectConfig | None = None) -> MC
         SEARCH_FIELDS,
         bridge.search,
         Annotated[CallToolResult, SearchOutput],
+        {"k": Budget(le=MCP_MAX_RESULTS)},
         name="search",
         title="Search",
         annotations=READ_ONLY,
@@ -336,11 +386,12 @@ def build_server(settings: Settings, project: ProjectConfig | None = None) -> MC
         GATHER_FIELDS,
         bridge.gather,
         str,
+        {"k": Budget(le=MCP_MAX_RESULTS), "max_tokens": Budget(default=MCP_GATHER_TOKENS)},
         name="gather",
         title="Gather context",
         annotations=READ_ONLY,
         description="Search and return one Markdown block with the best chunks (and surrounding lines), "
-        "ready to read. Use maxTokens to stay within a budget.",
+        f"ready to read, within maxTokens (default {MCP_GATHER_TOKENS:,} model tokens).",
     )
     server.add_request_tool(
         GrepRequest,
@@ -368,14 +419,18 @@ def build_server(settings: Settings, project: ProjectConfig | None = None) -> MC
         title="Read a file",
         annotations=READ_ONLY,
         description="Read a file (or lines startLine..endLine) inside the indexed folders, e.g. a filePath from "
-        "search. Anything else is refused; call list_folders to see what can be read.",
+        f"search, at most maxLines lines (default {MCP_CAT_LINES}) per call; the header says how to read on. "
+        "Anything else is refused; call list_folders to see what can be read.",
     )
     async def cat_file(
         filePath: Annotated[str, Field(description="Absolute path, as in search results.")],  # noqa: N803
         startLine: Annotated[int, Field(ge=1, description="First line to read (1-based).")] = 1,  # noqa: N803
         endLine: Annotated[int | None, Field(ge=1, description="Last line to read (default: the end).")] = None,  # noqa: N803
+        maxLines: Annotated[  # noqa: N803
+            int, Field(ge=1, le=MAX_CAT_LINES, description="Lines returned at most; page on with startLine.")
+        ] = MCP_CAT_LINES,
     ) -> str:
-        return await bridge.cat_file(filePath, startLine, endLine)
+        return await bridge.cat_file(filePath, startLine, endLine, maxLines)
 
     @server.tool(
         name="symbols",
@@ -408,6 +463,18 @@ def build_server(settings: Settings, project: ProjectConfig | None = None) -> MC
         return await bridge.outline(filePath)
 
     @server.tool(
+        name="explain",
+        title="Explain a path",
+        annotations=READ_ONLY,
+        description="Why a file is or is not indexed (the rule that decided), its chunks and whether it changed "
+        "since: call it when search does not find a file you expected.",
+    )
+    async def explain(
+        filePath: Annotated[str, Field(description="Absolute path of a file in (or under) an indexed folder.")],  # noqa: N803
+    ) -> CallToolResult:
+        return await bridge.explain(filePath)
+
+    @server.tool(
         name="index",
         title="Re-index",
         # Writes only the index, from files already there; running it twice changes nothing more.
@@ -432,7 +499,10 @@ def build_server(settings: Settings, project: ProjectConfig | None = None) -> MC
     )
     async def index_status(
         runId: Annotated[str, Field(min_length=1, max_length=64, description="The runId `index` returned.")],  # noqa: N803
+        wait: Annotated[
+            float, Field(ge=0, le=MCP_WAIT_S, description="Seconds to wait for the run to finish (0: answer now).")
+        ] = 0,
     ) -> CallToolResult:
-        return await bridge.index_status(runId)
+        return await bridge.index_status(runId, wait)
 
     return server
