@@ -10,7 +10,9 @@ searches need is read from /proc:
   need it);
 - standalone: `semsearch mcp --standalone FOLDERS`, one process.
 
-The arms alternate (`--rounds`, default 2) and each round's figures are kept; the table shows the
+Each arm is measured twice per round: right after it indexed the corpus (the writer holds what
+writing left), and freshly started on that index (what a laptop's agent meets every morning). The
+arms alternate (`--rounds`, default 2) and each round's figures are kept; the table shows the
 median. Writes bench/serving.json. Run alone: `python -m bench.serving`.
 """
 
@@ -105,22 +107,26 @@ async def searches(params: StdioServerParameters, index_first: bool) -> tuple[di
         return memory_mb(pid), {"searchP50Ms": round(statistics.median(took) * 1000, 1)}
 
 
-def three_processes(work: Path, roots: list[Path]) -> dict[str, Any]:
+def three_processes(work: Path, roots: list[Path], build: bool) -> dict[str, Any]:
+    """`build`: register and index first (the API holds what writing left); else serve the index
+    the last build left, freshly started."""
     data = work / "three"
     embedder, address = start_embedder(data / "embedder.log")
     api, env = start_api(data, address)
     worker: Service | None = None
     try:
-        for root in roots:
-            httpx.post(f"{env['SEMSEARCH_URL']}/v1/folders", json={"path": str(root)}, timeout=30).raise_for_status()
-        worker = start_worker(env, data / "worker.log")
-        subprocess.run([SEMSEARCH, "index"], env=env, check=True, capture_output=True)
+        if build:
+            for root in roots:
+                url = f"{env['SEMSEARCH_URL']}/v1/folders"
+                httpx.post(url, json={"path": str(root)}, timeout=30).raise_for_status()
+            worker = start_worker(env, data / "worker.log")
+            subprocess.run([SEMSEARCH, "index"], env=env, check=True, capture_output=True)
         params = StdioServerParameters(command=SEMSEARCH, args=["mcp"], env=env)
         bridge, timing = anyio.run(searches, params, False)
         parts = {"embedder": memory_mb(embedder.pid), "api": memory_mb(api.pid), "bridge": bridge}
         return {
             "parts": parts,
-            "worker": memory_mb(worker.pid),
+            **({"worker": memory_mb(worker.pid)} if worker is not None else {}),
             "rssMb": round(sum(p["rssMb"] for p in parts.values()), 1),
             "peakMb": round(sum(p["peakMb"] for p in parts.values()), 1),
             **timing,
@@ -131,11 +137,12 @@ def three_processes(work: Path, roots: list[Path]) -> dict[str, Any]:
                 part.stop()
 
 
-def standalone(work: Path, roots: list[Path]) -> dict[str, Any]:
+def standalone(work: Path, roots: list[Path], build: bool) -> dict[str, Any]:
     data = work / "standalone"
     env = clean_env(SEMSEARCH_DATA_DIR=str(data), SEMSEARCH_PORT=str(free_port()), SEMSEARCH_CORPUS_ROOT="/")
-    params = StdioServerParameters(command=SEMSEARCH, args=["mcp", "--standalone", *map(str, roots)], env=env)
-    whole, timing = anyio.run(searches, params, True)
+    folders = [str(r) for r in roots] if build else []
+    params = StdioServerParameters(command=SEMSEARCH, args=["mcp", "--standalone", *folders], env=env)
+    whole, timing = anyio.run(searches, params, build)
     return whole | timing
 
 
@@ -151,13 +158,16 @@ def main() -> None:
     for n in range(args.rounds):
         for arm in ("three", "standalone"):  # a fresh index each round
             shutil.rmtree(args.work / arm, ignore_errors=True)
-        console.print(f"round {n + 1}: three processes")
-        three = three_processes(args.work, roots)
-        console.print(f"round {n + 1}: standalone")
-        alone = standalone(args.work, roots)
-        rounds.append(
-            {"threeProcesses": three, "standalone": alone, "ratio": round(alone["rssMb"] / three["rssMb"], 3)}
-        )
+        entry: dict[str, Any] = {}
+        for build in (True, False):  # indexed by these processes; then a fresh start on that index
+            phase = "built" if build else "served"
+            console.print(f"round {n + 1}, {phase}: three processes")
+            three = three_processes(args.work, roots, build)
+            console.print(f"round {n + 1}, {phase}: standalone")
+            alone = standalone(args.work, roots, build)
+            ratio = round(alone["rssMb"] / three["rssMb"], 3)
+            entry[phase] = {"threeProcesses": three, "standalone": alone, "ratio": ratio}
+        rounds.append(entry)
     results = {"corpus": list(SDISTS), "queries": len(QUERIES) * 3, "rounds": rounds}
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     report(results)
@@ -165,17 +175,18 @@ def main() -> None:
 
 
 def report(results: dict[str, Any]) -> None:
-    table = Table(title="Serving MCP searches: resident memory (median of rounds)")
-    for column in ("", "RSS MB", "peak MB", "search p50 ms"):
+    table = Table(title="MCP searches: resident memory of what they need (median of rounds)")
+    for column in ("", "RSS MB", "peak MB", "search p50 ms", "standalone / three, each round"):
         table.add_column(column)
 
-    def median(arm: str, key: str) -> float:
-        return round(statistics.median(r[arm][key] for r in results["rounds"]), 1)
+    def median(phase: str, arm: str, key: str) -> str:
+        return str(round(statistics.median(r[phase][arm][key] for r in results["rounds"]), 1))
 
-    for arm, label in (("threeProcesses", "embedder + API + bridge"), ("standalone", "mcp --standalone")):
-        table.add_row(label, str(median(arm, "rssMb")), str(median(arm, "peakMb")), str(median(arm, "searchP50Ms")))
-    ratios = [r["ratio"] for r in results["rounds"]]
-    table.add_row("standalone / three (RSS), each round", ", ".join(map(str, ratios)), "", "")
+    for phase, when in (("built", "after indexing"), ("served", "fresh start on the index")):
+        ratios = ", ".join(str(r[phase]["ratio"]) for r in results["rounds"])
+        for arm, label in (("threeProcesses", "embedder + API + bridge"), ("standalone", "mcp --standalone")):
+            cells = [median(phase, arm, k) for k in ("rssMb", "peakMb", "searchP50Ms")]
+            table.add_row(f"{label}, {when}", *cells, ratios if arm == "standalone" else "")
     console.print(table)
 
 

@@ -31,7 +31,7 @@ __all__ = ["free_port"]
 BIN = Path(sys.executable).parent
 SEMSEARCH = str(BIN / "semsearch")
 # Tests that use these start real services as processes: the `e2e` tier (`make test-fast` skips it).
-PROCESS_FIXTURES = frozenset({"embedder_addr", "embedder", "process_api_factory", "process_stack"})
+PROCESS_FIXTURES = frozenset({"embedder_addr", "process_api_factory", "process_stack"})
 
 
 # Every child process the suite starts (services, CLI runs, MCP servers, node, git…), counted where
@@ -181,8 +181,9 @@ def embedder_addr(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def embedder(embedder_addr: str) -> Iterator[EmbedderClient]:
-    client = EmbedderClient(embedder_addr)
+def embedder(embedder_address: str) -> Iterator[EmbedderClient]:
+    """A gRPC client of the in-process embedder (real gRPC, the real model; no process)."""
+    client = EmbedderClient(embedder_address)
     yield client
     client.close()
 

@@ -23,8 +23,8 @@ import pyarrow.fs as pafs
 import pytest
 
 from tests.conftest import SEMSEARCH, free_port
+from tests.oneshot import index, write_corpus
 from tests.processes import Service, api_env, clean_env
-from tests.test_reliability import index, write_corpus
 
 pytestmark = pytest.mark.e2e
 

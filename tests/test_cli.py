@@ -1,4 +1,5 @@
-"""The CLI as a person uses it: `serve` runs and stops cleanly; errors are one readable line."""
+"""The CLI as a person uses it: `serve` runs and stops cleanly (processes); errors are one
+readable line (through click's runner, in this process)."""
 
 from __future__ import annotations
 
@@ -12,14 +13,13 @@ import httpx
 import pytest
 
 from tests.conftest import SEMSEARCH, base_env, free_port
-
-pytestmark = pytest.mark.e2e  # starts services as processes
+from tests.inprocess import run_cli
 
 
 def test_unreachable_api_is_one_line_naming_the_fix(tmp_path: Path) -> None:
     env = base_env(tmp_path, free_port(), "127.0.0.1:1")
     for args in (["list"], ["search", "anything"], ["status"], ["add", str(tmp_path)]):
-        result = subprocess.run([SEMSEARCH, *args], env=env, capture_output=True, text=True, timeout=60)
+        result = run_cli(args, env)
         assert result.returncode == 1, args
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1, result.stderr
@@ -28,12 +28,13 @@ def test_unreachable_api_is_one_line_naming_the_fix(tmp_path: Path) -> None:
 
 def test_index_without_api_prints_json_summary_and_fails(tmp_path: Path) -> None:
     env = base_env(tmp_path, free_port(), "127.0.0.1:1")
-    result = subprocess.run([SEMSEARCH, "index"], env=env, capture_output=True, text=True, timeout=60)
+    result = run_cli(["index"], env)
     assert result.returncode == 1
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["filesProcessed"] == 0 and summary["errors"]
 
 
+@pytest.mark.e2e  # starts processes
 def test_serve_starts_both_services_and_stops_on_sigint(tmp_path: Path) -> None:
     api_port, embedder_port = free_port(), free_port()
     env = base_env(tmp_path, api_port, f"127.0.0.1:{embedder_port}")
@@ -83,7 +84,7 @@ def test_serve_starts_both_services_and_stops_on_sigint(tmp_path: Path) -> None:
 )
 def test_invalid_arguments_are_one_line_naming_the_problem(tmp_path: Path, args: list[str], named: str) -> None:
     env = base_env(tmp_path, free_port(), "127.0.0.1:1")
-    result = subprocess.run([SEMSEARCH, *args], env=env, capture_output=True, text=True, timeout=60)
+    result = run_cli(args, env)
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and named in lines[0] and "Traceback" not in result.stderr, result.stderr

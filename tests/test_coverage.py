@@ -14,8 +14,6 @@ import pytest
 from tests.conftest import Stack
 from tests.corpus import write_tree
 
-pytestmark = pytest.mark.e2e
-
 FILES = {
     "docs/harbour.md": "# Harbour\n\nThe pilot boards incoming ships at the outer buoy.\n",
     "docs/tides.md": "# Tides\n\nSpring tides come twice a month, with the new and the full moon.\n",

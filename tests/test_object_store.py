@@ -23,8 +23,8 @@ from botocore.exceptions import ClientError
 
 from tests.conftest import SEMSEARCH, free_port
 from tests.object_store import ObjectStore, start_object_store
+from tests.oneshot import INDEXER, index, manifest, write_corpus
 from tests.processes import Service, api_env, start_api, start_embedder
-from tests.test_reliability import INDEXER, index, manifest, write_corpus
 
 pytestmark = pytest.mark.e2e
 

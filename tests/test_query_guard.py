@@ -13,8 +13,6 @@ from semsearch.engine.guard import guard
 from tests.conftest import Stack
 from tests.corpus import write_tree
 
-pytestmark = pytest.mark.e2e
-
 FILES = {
     "auth/session.py": (
         "def refresh_session(client):\n"

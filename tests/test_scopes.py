@@ -21,8 +21,6 @@ from tests.conftest import Stack, free_port
 from tests.corpus import write_tree
 from tests.processes import Service
 
-pytestmark = pytest.mark.e2e
-
 ADMIN_SECRET = "matrix-admin-8f3b1c2d9e"
 ALPHA = {"tides.md": "# Tides\n\nSpring tides come twice a month, with the new and the full moon.\n"}
 BETA = {"berth.py": "def assign_berth(ship):\n    return ship.length < 200\n"}
@@ -285,6 +283,7 @@ def test_a_token_over_its_rate_or_long_polls_gets_429_saying_when_to_retry(api_f
     assert waiting.result().status_code == 200
 
 
+@pytest.mark.e2e  # starts processes
 def test_an_mcp_client_over_http_gets_the_scope_of_the_token_it_brings(
     guarded: tuple[Stack, dict[str, str], Path],
 ) -> None:

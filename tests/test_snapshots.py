@@ -25,8 +25,6 @@ from tests.conftest import SEMSEARCH, Stack, free_port
 from tests.corpus import write_tree
 from tests.processes import Service, api_env
 
-pytestmark = pytest.mark.e2e
-
 DOCS = {
     "lighthouse.md": "# Lighthouse\n\nThe keeper trims the wick at dusk and winds the clockwork every four hours.\n",
     "tides.md": "# Tides\n\nSpring tides come twice a month, with the new and the full moon.\n",
@@ -213,6 +211,7 @@ def test_snapshot_endpoints_need_the_token(exported: tuple[Stack, Path, Path], a
     assert status(stack)["folders"] == []
 
 
+@pytest.mark.e2e  # starts processes
 def test_an_import_killed_at_random_points_leaves_the_old_index_or_the_new(
     api_factory: Any, embedder_addr: str, tmp_path: Path
 ) -> None:
@@ -286,6 +285,7 @@ def search_env(env: dict[str, str], query: str) -> dict[str, str]:
     return {h["relPath"]: h["text"] for h in response.json()["hits"]}
 
 
+@pytest.mark.e2e  # starts processes
 def test_a_swap_cut_between_its_steps_is_undone_or_completed_at_start(
     exported: tuple[Stack, Path, Path], api_factory: Any, tmp_path: Path
 ) -> None:

@@ -23,8 +23,6 @@ from mcp.client.stdio import StdioServerParameters
 
 from tests.conftest import SEMSEARCH, Stack
 
-pytestmark = pytest.mark.e2e
-
 NODE = Path(__file__).parent / "ts_client" / "node_modules"
 GIT_CONTRIB = Path("/usr/share/doc/git/contrib")
 SOURCES: dict[str, Path] = {
@@ -176,6 +174,7 @@ def test_cli_symbols_and_outline(stack: Stack, repos: Path) -> None:
     assert refused.returncode != 0 and "outside the indexed folders" in refused.stderr
 
 
+@pytest.mark.e2e  # starts processes
 def test_mcp_symbols_and_outline_tools(stack: Stack, repos: Path) -> None:
     async def run() -> dict[str, Any]:
         params = StdioServerParameters(command=SEMSEARCH, args=["mcp"], env=stack.env)
@@ -200,6 +199,7 @@ def test_mcp_symbols_and_outline_tools(stack: Stack, repos: Path) -> None:
     assert out["refused"].is_error and "outside the indexed folders" in out["refused"].content[0].text
 
 
+@pytest.mark.e2e  # starts processes
 def test_switching_the_code_chunker_asks_for_a_rebuild(api_factory: Any, tmp_path: Path) -> None:
     stack = api_factory(worker=False)  # the one-shot indexer, run here with the chunker under test
 

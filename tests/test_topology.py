@@ -16,8 +16,8 @@ import pytest
 from semsearch.config import Settings
 from semsearch.embedder.client import EmbedderClient, EmbedderError, calls_in_flight, grpc_target
 from tests.conftest import SEMSEARCH
+from tests.oneshot import INDEXER, index, manifest, write_corpus
 from tests.processes import Service, api_env, free_port, start_api, start_embedder
-from tests.test_reliability import INDEXER, index, manifest, write_corpus
 
 pytestmark = pytest.mark.e2e
 

@@ -1,17 +1,16 @@
 """`semsearch mcp --standalone`: everything an agent's search needs, in the agent's one child process.
 
 The production topology is three processes (embedder, API, MCP bridge) plus a worker, each with
-its own interpreter and imports. On a laptop the agent spawns one process instead: the embedder's
-gRPC server, the API under uvicorn and an indexer worker run as threads beside the stdio bridge,
-each exactly as it runs alone — the bridge still makes REST calls and the API still asks the
-embedder over gRPC (on loopback, inside the process), so the scopes, limits, errors and the
-index's single owner are the same code. What goes is two interpreters and their imports.
+its own interpreter and imports. On a laptop the agent spawns one process instead: the model
+behind the local embedder interface (the same servicer the gRPC service runs, without the
+transport), the API under uvicorn and an indexer worker as threads beside the stdio bridge. The
+bridge still makes REST calls to the API (on loopback), so the scopes, limits, errors and the
+index's single owner are the same code. What goes is two interpreters, their imports and gRPC.
 """
 
 from __future__ import annotations
 
 import logging
-import socket
 import sys
 import threading
 import time
@@ -23,8 +22,9 @@ import uvicorn
 from semsearch.api.__main__ import prepare
 from semsearch.client import ApiClient, ApiError
 from semsearch.config import Settings
-from semsearch.embedder.model import ModelError, load
-from semsearch.embedder.server import EmbedderService, build_server
+from semsearch.embedder.interface import Embedder
+from semsearch.embedder.local import LocalEmbedder
+from semsearch.embedder.model import ModelError
 from semsearch.indexer.worker import Worker
 from semsearch.malloc import limit_arenas
 from semsearch.mcp_bridge.server import build_server as build_bridge
@@ -34,8 +34,8 @@ from semsearch.schemas import RunRequest
 class ApiThread:
     """`semsearch api` as a uvicorn server in a thread: the same start-up checks and app."""
 
-    def __init__(self, settings: Settings) -> None:
-        self.app = prepare(settings)
+    def __init__(self, settings: Settings, embedder: Embedder | None = None) -> None:
+        self.app = prepare(settings, embedder)
         config = uvicorn.Config(
             self.app,
             host=settings.host,
@@ -76,9 +76,9 @@ class ApiThread:
 class WorkerThread:
     """`semsearch worker` in a thread: it claims and executes the runs the API queues."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, embedder: Embedder | None = None) -> None:
         self.stop_event = threading.Event()
-        worker = Worker(settings, watch=False, requests=True, echo=False)  # stdout is not ours
+        worker = Worker(settings, watch=False, requests=True, echo=False, embedder=embedder)  # stdout is not ours
         self.thread = threading.Thread(target=worker.run, args=(self.stop_event,), daemon=True, name="worker")
 
     def start(self) -> WorkerThread:
@@ -106,17 +106,12 @@ def main(settings: Settings, folders: Sequence[str] = ()) -> None:
     # the agent's log (the MCP SDK turns on INFO logging).
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
-        encoder = load(settings.model_dir, settings.max_seq_length, settings.model_batch_size, settings.threads,
-                       settings.model_cache_dir, settings.model_batch_tokens, settings.model_compute)  # fmt: skip
+        model = LocalEmbedder.from_settings(settings)  # no warm-up batch: it grows the arena to serve one query
     except ModelError as exc:
         sys.exit(f"semsearch mcp --standalone: {exc}")
-    address = f"127.0.0.1:{loopback_port()}"  # this process's own embedder, on a port nobody chose
-    embedder = build_server(EmbedderService(encoder, settings.query_grace_ms / 1000), address)
-    embedder.start()
-    fields = settings.model_dump() | {"embedder_addr": address, "url": None}
-    settings = type(settings).model_validate(fields)
-    api = ApiThread(settings).start()
-    worker = WorkerThread(settings).start()
+    settings = type(settings).model_validate(settings.model_dump() | {"url": None})  # its own API, not another's
+    api = ApiThread(settings, model).start()
+    worker = WorkerThread(settings, model).start()
     try:
         if folders:
             register(settings, folders)
@@ -126,7 +121,6 @@ def main(settings: Settings, folders: Sequence[str] = ()) -> None:
         api.signal()
         worker.stop()
         api.stop()
-        embedder.stop(grace=1).wait()
 
 
 def register(settings: Settings, paths: Sequence[str]) -> None:
@@ -140,9 +134,3 @@ def register(settings: Settings, paths: Sequence[str]) -> None:
                 except ApiError as exc:
                     sys.exit(f"semsearch mcp --standalone: {path}: {exc}")
         api.request_run(RunRequest())
-
-
-def loopback_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])

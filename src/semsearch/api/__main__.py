@@ -13,6 +13,7 @@ from fastapi import FastAPI
 
 from semsearch.api.app import create_app
 from semsearch.config import Settings, load_settings
+from semsearch.embedder.interface import Embedder
 from semsearch.engine.location import IndexLocation, StoreUnavailable
 from semsearch.engine.store import connect
 from semsearch.engine.writer import LeaseHeld, WriterLease
@@ -51,7 +52,7 @@ class DrainingServer(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-def prepare(settings: Settings) -> FastAPI:
+def prepare(settings: Settings, embedder: Embedder | None = None) -> FastAPI:
     """The checks a start makes (bind without a token, the data directory, the shared store and
     its writer lease), then the app; a failed check ends the start with one line (SystemExit)."""
     if not is_loopback(settings.host) and settings.token is None and not settings.tokens_path.exists():
@@ -81,7 +82,7 @@ def prepare(settings: Settings) -> FastAPI:
                 lease.acquire()
         except (StoreUnavailable, LeaseHeld) as exc:
             sys.exit(f"semsearch api: {exc}")
-    return create_app(settings, lease)
+    return create_app(settings, lease, embedder)
 
 
 if __name__ == "__main__":

@@ -15,19 +15,23 @@ from semsearch.api.auth import Limits, TokenBook
 from semsearch.api.middleware import BodyLimit, HostGuard, PagePolicy
 from semsearch.config import Settings
 from semsearch.embedder.client import EmbedderClient
+from semsearch.embedder.interface import Embedder
 from semsearch.engine.core import Engine
 from semsearch.engine.writer import WriterLease
 from semsearch.version import __version__
 
 
-def create_app(settings: Settings | None = None, lease: WriterLease | None = None) -> FastAPI:
-    """`lease`: the writer lease over a shared index, taken before the app starts (api/__main__.py)."""
+def create_app(
+    settings: Settings | None = None, lease: WriterLease | None = None, embedder: Embedder | None = None
+) -> FastAPI:
+    """`lease`: the writer lease over a shared index, taken before the app starts (api/__main__.py).
+    `embedder`: the model in this process (`mcp --standalone`); by default the gRPC embedder service."""
     settings = settings or Settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        embedder = EmbedderClient(settings.embedder_target, timeout=settings.embedder_timeout_s)
-        app.state.engine = Engine(settings, embedder, lease)
+        model = embedder or EmbedderClient(settings.embedder_target, timeout=settings.embedder_timeout_s)
+        app.state.engine = Engine(settings, model, lease)
         app.state.settings = settings  # auth reads it before any route's dependencies run
         app.state.tokens = TokenBook(
             settings.tokens_path, settings.token, settings.token_rate_per_s, settings.token_long_polls

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from semsearch.client import ApiClient, ApiError
 from semsearch.config import Settings
 from semsearch.embedder.client import EmbedderClient, EmbedderError
+from semsearch.embedder.interface import Embedder
 from semsearch.indexer.progress import Reporter
 from semsearch.indexer.run import Indexer, Summary
 from semsearch.report import print_summary
@@ -20,11 +21,16 @@ from semsearch.targets import TargetError, resolve_target
 
 @contextmanager
 def connect(
-    settings: Settings, reporter: Reporter | None = None, concurrency: int | None = None
+    settings: Settings,
+    reporter: Reporter | None = None,
+    concurrency: int | None = None,
+    embedder: Embedder | None = None,
 ) -> Iterator[tuple[Indexer, ApiClient]]:
     """An indexer writing through the API at `settings.api_url`, and that API's client (for the
-    run's own endpoints: progress, finish)."""
-    embedder = EmbedderClient(
+    run's own endpoints: progress, finish). `embedder`: one this process already has (the model in
+    process), kept open; by default the gRPC service at `settings.embedder_target`."""
+    own = embedder is None
+    embedder = embedder or EmbedderClient(
         settings.embedder_target, timeout=settings.embedder_timeout_s, retry_for_s=settings.embedder_retry_s
     )
     try:
@@ -32,7 +38,8 @@ def connect(
             api.folders()  # the API first: if it is down, say so at once
             yield Indexer(settings, api, embedder, reporter, concurrency or settings.index_concurrency), api
     finally:
-        embedder.close()
+        if own:
+            embedder.close()
 
 
 def run_index(

@@ -19,6 +19,7 @@ import watchfiles
 from semsearch.client import ApiClient, ApiError
 from semsearch.config import Settings
 from semsearch.embedder.client import EmbedderError
+from semsearch.embedder.interface import Embedder
 from semsearch.indexer.main import connect
 from semsearch.indexer.progress import Reporter
 from semsearch.limits import MAX_LOG_LINES
@@ -46,12 +47,14 @@ class Worker:
         path: str | None = None,
         verbose: bool = False,
         echo: bool = True,
+        embedder: Embedder | None = None,
     ) -> None:
         """`echo`: print what runs do on this process's stdout (a worker process's log); a worker
         that is a thread of another program (`mcp --standalone`, whose stdout is the MCP protocol)
         says False: a requested run's lines still reach whoever asked, through the API."""
         self.settings = settings
         self.echo = echo
+        self.embedder = embedder  # one this process has (the model in process); else the gRPC service
         self.watch = watch
         self.requests = requests
         self.path = path
@@ -154,7 +157,8 @@ class Worker:
                 self.jobs.put(job)
                 break
         try:
-            with connect(self.settings, Reporter(self.verbose, False, self.echo)) as (indexer, api):
+            reporter = Reporter(self.verbose, False, self.echo)
+            with connect(self.settings, reporter, embedder=self.embedder) as (indexer, api):
                 folders, scope = resolve_target(api.folders(), self.path)
                 targets = folders if "*" in pending else [f for f in folders if f.name in pending]
                 if targets:
@@ -190,7 +194,7 @@ class Worker:
             return out
 
         try:
-            with connect(self.settings, reporter, asked.concurrency) as (indexer, api):
+            with connect(self.settings, reporter, asked.concurrency, self.embedder) as (indexer, api):
 
                 def progress(folder: str, done: int, total: int, chunks: int) -> None:
                     nonlocal last
