@@ -4,6 +4,7 @@ CLI verbs, confinement of every read, grep against the indexer's file list, per-
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -407,7 +408,10 @@ def test_scaffold_writes_project_files_and_keeps_edits(stack: Stack, tmp_path: P
         and project["toolDescription"] == "Shop code"
     )
     assert mcp["mcpServers"]["other"] == {"command": "other-tool"}
-    assert mcp["mcpServers"]["shop-search"] == {"command": "semsearch", "args": ["mcp"]}
+    ours = mcp["mcpServers"]["semsearch"]  # one server name, the one `claude mcp add semsearch` gives
+    assert ours["args"] == ["mcp"]
+    assert Path(shutil.which(ours["command"], path=stack.env["PATH"]) or ours["command"]).is_file()
+    assert "`symbols`" in (root / "CLAUDE.md").read_text()
     assert ".semsearch.local.json" in (root / ".gitignore").read_text()
     # A user edit survives a second run; a flag overwrites only its own key.
     project["toolDescription"] = "Edited by hand"
@@ -417,6 +421,8 @@ def test_scaffold_writes_project_files_and_keeps_edits(stack: Stack, tmp_path: P
     again = json.loads((root / ".semsearch.json").read_text())
     assert again["toolDescription"] == "Edited by hand" and again["serverName"] == "shop-code"
     assert again["include"] == ["src/**/*.py"]
+    renamed = json.loads((root / ".mcp.json").read_text())["mcpServers"]
+    assert set(renamed) == {"other", "shop-code"}  # ours under its new name, once
     assert (root / ".gitignore").read_text().count(".semsearch.local.json") == 1
     stack.index(str(root))
 
@@ -432,6 +438,32 @@ def test_scaffold_writes_project_files_and_keeps_edits(stack: Stack, tmp_path: P
     # The project's words describe the corpus, labelled as the project's, after semsearch's own.
     assert name == "shop-code" and "The project describes this corpus as: Edited by hand" in description
     assert description.startswith("Search the user's local folders")
+
+
+def test_scaffold_sets_up_each_agent_with_its_own_files_and_indexes(stack: Stack, tmp_path: Path) -> None:
+    """Cursor and Codex get their own MCP config and instruction file; the instructions are a
+    section that a second run replaces (the user's own text around it stays); the command is an
+    absolute path when the agent's PATH would not find this installation; the folder is indexed."""
+    root = tmp_path / "harbour"
+    root.mkdir()
+    (root / "tides.md").write_text("# Tides\n\nHigh water comes an hour later each day.\n")
+    (root / "AGENTS.md").write_text("# House rules\n\nRun the tests before pushing.\n")
+    no_venv = {**stack.env, "PATH": "/usr/bin:/bin"}
+    runner = Stack(stack.url, stack.embedder_addr, stack.data_dir, no_venv)
+    for _ in range(2):
+        out = runner.cli("scaffold", str(root), "--agent", "cursor", "--agent", "codex", "--yes").stdout
+    assert "Queued index run" in out and "[mcp_servers.semsearch]" in out
+    cursor = json.loads((root / ".cursor" / "mcp.json").read_text())["mcpServers"]["semsearch"]
+    assert Path(cursor["command"]).is_absolute() and Path(cursor["command"]).is_file(), cursor
+    assert "alwaysApply: true" in (root / ".cursor" / "rules" / "semsearch.mdc").read_text()
+    agents = (root / "AGENTS.md").read_text()
+    assert agents.startswith("# House rules") and agents.count("semsearch:begin") == 1 and "`grep`" in agents
+    assert not (root / ".mcp.json").exists() and not (root / "CLAUDE.md").exists()  # only the agents asked for
+    run_id = out.split("Queued index run ")[1].split()[0]
+    assert json.loads(stack.cli("index-status", run_id, "--wait", "60", "--json").stdout)["state"] == "done"
+    with stack.http() as http:
+        hits = http.post("/v1/search", json={"query": "when is high water", "k": 1}).json()["hits"]
+    assert hits[0]["relPath"] == "tides.md"
 
 
 def test_path_boosts_from_the_cli_and_from_a_projects_file_over_mcp(stack: Stack, tmp_path: Path) -> None:

@@ -751,22 +751,51 @@ def config(as_json: bool) -> None:
 @click.option("--desc", help="What the corpus holds; agents read it to decide when to search.")
 @click.option("--yes", is_flag=True, help="Do not ask before writing.")
 @click.option("--hook", is_flag=True, help="Also a Claude Code hook: re-index after the agent edits a file.")
+@click.option(
+    "--agent",
+    "agents",
+    multiple=True,
+    type=click.Choice(["claude", "cursor", "codex"]),
+    help="The agent(s) to set up: its MCP config and its instruction file (repeatable; default claude).",
+)
+@click.option("--allow-outside-root", is_flag=True, help="Allow a folder outside SEMSEARCH_CORPUS_ROOT (your home).")
+@click.option("--no-index", is_flag=True, help="Do not queue an index run of the folder.")
 @api_errors
 def scaffold(
-    directory: str, name: str | None, include: tuple[str, ...], desc: str | None, yes: bool, hook: bool
+    directory: str,
+    name: str | None,
+    include: tuple[str, ...],
+    desc: str | None,
+    yes: bool,
+    hook: bool,
+    agents: tuple[str, ...],
+    allow_outside_root: bool,
+    no_index: bool,
 ) -> None:
-    """Set up DIR for agents: register it, write .semsearch.json, .mcp.json and a .gitignore entry."""
+    """Set up DIR for agents: register it, write .semsearch.json, each agent's MCP config and
+    instruction file (when to use search, symbols, grep, gather) and a .gitignore entry, then queue
+    an index run.
+
+    \b
+    Examples:
+      semsearch scaffold ~/code/my-api --yes
+      semsearch scaffold . --agent claude --agent cursor --hook --yes"""
     from semsearch.scaffold import scaffold as write_project
 
     root = Path(directory).resolve()
     with ApiClient(settings()) as api:
         existing = [f for f in api.folders() if os.path.realpath(f.path) == str(root)]
         if not existing and not yes:
-            click.confirm(f"Register {root} and write .semsearch.json and .mcp.json there?", abort=True)
-        folder = existing[0] if existing else api.add_folder(str(root), name)
-    for line in write_project(root, folder.name, list(include) or None, desc, name, hook):
-        click.echo(line)
-    click.echo(f"Next: `semsearch index {root}`; agents started in {root} now see the MCP server.")
+            click.confirm(f"Register {root} and write the agents' files there?", abort=True)
+        folder = existing[0] if existing else api.add_folder(str(root), name, allow_outside_root)
+        for line in write_project(root, folder.name, list(include) or None, desc, name, hook, agents or ("claude",)):
+            click.echo(line)
+        if no_index:
+            click.echo(f"Next: `semsearch index {root}`; agents started in {root} now see the MCP server.")
+            return
+        run = api.request_run(RunRequest(folder=folder.name))
+    click.echo(f"Queued index run {run.id} of {folder.name} (`semsearch index-status {run.id} --wait 60`); "
+               f"agents started in {root} now see the MCP server.")  # fmt: skip
 
 
 @main.command()
