@@ -98,8 +98,8 @@ class WorkerThread:
 
 
 def main(settings: Settings, folders: Sequence[str] = ()) -> None:
-    """The embedder, the API and a worker in threads, then the MCP bridge on stdio until the agent
-    closes it. `folders` are registered (if they are not yet) and a run is queued for them, which the
+    """The model in this process, the API and a worker in threads, then the MCP bridge on stdio until
+    the agent closes it. `folders` are registered (if they are not yet) and a run is queued for them, which the
     worker does while the agent starts. Nothing but the MCP protocol is written to stdout."""
     limit_arenas(settings.malloc_arenas)
     # The worker and the bridge reach the API over loopback here: a line per request is noise in

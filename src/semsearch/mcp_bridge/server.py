@@ -205,11 +205,8 @@ class Bridge:
         return self._run_view(run)
 
     async def index_status(self, run_id: str, wait: float = 0) -> CallToolResult:
-        run = await self.call(self.api.run, run_id, min(wait, 10.0))
-        deadline = time.monotonic() + wait
-        while run.state in ("queued", "running") and time.monotonic() < deadline:  # the API waits ≤ 10 s per call
-            run = await self.call(self.api.run, run_id, min(10.0, max(0.5, deadline - time.monotonic())))
-        return self._run_view(run)
+        # One long poll: the API waits up to 60 s (MCP_WAIT_S) for the end, within the client's timeout.
+        return self._run_view(await self.call(self.api.run, run_id, wait))
 
     @staticmethod
     def _run_view(run: Run) -> CallToolResult:
