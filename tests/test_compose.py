@@ -110,3 +110,47 @@ def test_embedders_scale_as_a_pool_and_the_object_storage_profile_is_valid() -> 
     assert (
         store["AWS_SECRET_ACCESS_KEY"] == services["api"]["environment"]["AWS_SECRET_ACCESS_KEY"] == "ci-secret-check"
     )
+
+
+def test_env_file_writes_secrets_compose_and_a_posix_shell_read_alike(tmp_path: Path) -> None:
+    """`semsearch env-file` replaces `cp .env.example .env && sed -i …`: fresh secrets, no shell in
+    the file, read the same by Compose and by `set -a; . ./.env` (for the host CLI); LAN access
+    publishes the API beyond loopback and lets it answer to the names given."""
+    from pydantic import SecretStr
+
+    from semsearch.config import settings_from
+    from tests.inprocess import run_cli
+
+    env_path = tmp_path / ".env"
+    env = {"HOME": str(tmp_path)}
+    made = run_cli(["env-file", str(env_path), "--object-storage", "--lan", "search.lan", "--lan", "192.168.1.20",
+                    "--corpus-root", str(tmp_path / "my notes")], env)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    written = env_path.read_text()
+    assert env_path.stat().st_mode & 0o777 == 0o600 and "$(" not in written
+    again = run_cli(["env-file", str(env_path)], env)
+    assert again.returncode == 2 and "left as it is" in again.stderr and env_path.read_text() == written
+
+    composed = compose_cmd("--env-file", str(env_path), "--profile", "object-storage", "config", "--format", "json",
+                           token=None)  # fmt: skip
+    assert composed.returncode == 0, composed.stderr
+    services = json.loads(composed.stdout)["services"]
+    api = services["api"]["environment"]
+    shell = subprocess.run(["sh", "-c", 'set -a; . "$1"; printf "%s\\n" "$SEMSEARCH_TOKEN" "$AWS_SECRET_ACCESS_KEY" '
+                            '"$SEMSEARCH_CORPUS_ROOT"', "sh", str(env_path)],
+                           capture_output=True, text=True, check=True)  # fmt: skip
+    token, secret, root = shell.stdout.splitlines()
+    assert api["SEMSEARCH_TOKEN"] == token and len(token) == 48 and api["AWS_SECRET_ACCESS_KEY"] == secret != token
+    assert services["seaweedfs"]["environment"]["AWS_SECRET_ACCESS_KEY"] == secret
+    assert api["SEMSEARCH_CORPUS_ROOT"] == root == str(tmp_path / "my notes")
+    assert settings_from({"SEMSEARCH_TOKEN": token}).token == SecretStr(token)  # a real secret, not a placeholder
+    assert [p["host_ip"] for p in services["api"]["ports"]] == ["0.0.0.0"]
+    allowed = settings_from({"SEMSEARCH_ALLOWED_HOSTS": api["SEMSEARCH_ALLOWED_HOSTS"]}).allowed_hosts
+    assert allowed == ["api", "search.lan", "192.168.1.20"]
+
+    loopback = tmp_path / "plain.env"
+    assert run_cli(["env-file", str(loopback)], env).returncode == 0
+    plain = json.loads(compose_cmd("--env-file", str(loopback), "config", "--format", "json", token=None).stdout)
+    assert [p["host_ip"] for p in plain["services"]["api"]["ports"]] == ["127.0.0.1"]
+    assert settings_from({"SEMSEARCH_ALLOWED_HOSTS": plain["services"]["api"]["environment"]["SEMSEARCH_ALLOWED_HOSTS"]}
+                         ).allowed_hosts == ["api"]  # fmt: skip

@@ -392,7 +392,7 @@ def test_long_polls_do_not_starve_other_endpoints(api_factory: Any) -> None:
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("token", ["", "   ", "change-me"])
+@pytest.mark.parametrize("token", ["", "   ", "change-me", "replace-with-semsearch-token-generate"])
 def test_empty_blank_and_example_tokens_are_refused_at_start(tmp_path: Path, token: str) -> None:
     """#8: `SEMSEARCH_TOKEN=` passed the public-bind guard and `Authorization: Bearer` was accepted."""
     env = api_env(tmp_path, free_port(), "127.0.0.1:1", SEMSEARCH_TOKEN=token)

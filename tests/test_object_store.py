@@ -66,7 +66,8 @@ def start(
 ) -> tuple[Service, dict[str, str]]:
     env = api_env(data, port, embedder_addr, SEMSEARCH_INDEX_URI=uri, **store.env(), **extra)
     api = Service("semsearch.api", env, data / f"api-{port}.log").start()
-    api.wait_http(f"http://127.0.0.1:{port}/readyz")
+    token = extra.get("SEMSEARCH_TOKEN")
+    api.wait_http(f"http://127.0.0.1:{port}/readyz", headers={"Authorization": f"Bearer {token}"} if token else None)
     return api, env
 
 
@@ -234,6 +235,51 @@ def test_a_writer_and_two_query_replicas_share_one_bucket_and_a_pool_of_two_embe
     finally:
         for service in [writer, *(r for r, _ in replicas), *(e for e, _ in embedders)]:
             service.stop()
+
+
+def test_a_token_created_through_the_writer_is_accepted_and_revoked_on_a_query_replica(
+    store: ObjectStore, embedder_addr: str, tmp_path: Path
+) -> None:
+    """Scoped tokens live beside the index in the bucket: no pod's local disk holds them, so a
+    token made through the writer works on every replica, and a revoked one stops working there."""
+    admin = "operator-" + "7" * 24
+    uri = f"s3://{store.bucket}/token-index"
+    writer, wenv = start(tmp_path / "writer", store, uri, embedder_addr, free_port(), SEMSEARCH_ROLE="writer",
+                         SEMSEARCH_TOKEN=admin)  # fmt: skip
+    replica, renv = start(tmp_path / "query", store, uri, embedder_addr, free_port(), SEMSEARCH_ROLE="query",
+                          SEMSEARCH_TOKEN=admin, SEMSEARCH_READ_CONSISTENCY_S="1",
+                          SEMSEARCH_WRITER_URL=wenv["SEMSEARCH_URL"])  # fmt: skip
+    try:
+        made = subprocess.run([SEMSEARCH, "token", "create", "reader", "--scope", "read"], env=wenv,
+                              capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
+        secret = made.stdout.strip().splitlines()[-1]
+        assert admin not in made.stdout + made.stderr
+
+        def status_with(token: str) -> int:
+            return httpx.get(f"{renv['SEMSEARCH_URL']}/v1/folders", headers={"Authorization": f"Bearer {token}"},
+                             timeout=30).status_code  # fmt: skip
+
+        deadline = time.monotonic() + 30
+        while status_with(secret) != 200:
+            assert time.monotonic() < deadline, "the replica never accepted the writer's new token"
+            time.sleep(0.1)
+        assert not (tmp_path / "writer" / "tokens.json").exists()  # beside the index, not on the pod's disk
+        listed = s3(store).list_objects_v2(Bucket=store.bucket, Prefix="token-index/tokens.json")  # type: ignore[attr-defined]
+        assert listed.get("KeyCount") == 1
+        # An admin request to the replica is sent to the writer, which alone writes the tokens.
+        refused = httpx.post(f"{renv['SEMSEARCH_URL']}/v1/tokens", json={"name": "x", "scope": "read"},
+                             headers={"Authorization": f"Bearer {admin}"}, timeout=30)  # fmt: skip
+        assert refused.status_code == 421 and wenv["SEMSEARCH_URL"] in refused.json()["detail"]
+
+        subprocess.run([SEMSEARCH, "token", "revoke", "reader"], env=wenv, capture_output=True, check=True, timeout=60)
+        deadline = time.monotonic() + 30
+        while status_with(secret) != 401:
+            assert time.monotonic() < deadline, "the replica still accepts a revoked token"
+            time.sleep(0.1)
+        assert status_with(admin) == 200
+    finally:
+        writer.stop()
+        replica.stop()
 
 
 def test_one_writer_at_a_time_and_a_dead_writers_lease_lapses(

@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import secrets
+import shlex
 import signal
 import subprocess
 import sys
@@ -587,6 +589,13 @@ def token_create(name: str, scope: str, folders: tuple[str, ...], rate: float | 
     click.echo("Keep it now: it is not shown again. Use it as SEMSEARCH_TOKEN or `Authorization: Bearer …`.", err=True)
 
 
+@token.command("generate")
+def token_generate() -> None:
+    """Print a new random secret, made here without asking the API: for SEMSEARCH_TOKEN, a
+    Kubernetes Secret, or anything else that needs a long random value."""
+    click.echo(secrets.token_hex(24))
+
+
 @token.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @api_errors
@@ -825,6 +834,50 @@ def completion(shell: str) -> None:
     cls = get_completion_class(shell)
     assert cls is not None
     click.echo(cls(main, {}, "semsearch", "_SEMSEARCH_COMPLETE").source())
+
+
+@main.command("env-file")
+@click.argument("path", default=".env", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--object-storage", is_flag=True, help="Keep the index in the compose file's SeaweedFS store "
+              "(start it with `docker compose --profile object-storage up -d`).")  # fmt: skip
+@click.option(
+    "--corpus-root", type=click.Path(file_okay=False), help="What the containers may read (default: your home)."
+)
+@click.option("--lan", "lan_hosts", multiple=True, metavar="NAME", help="Publish the API on every interface and "
+              "answer to NAME, a host name or IP the other machines dial (repeatable).")  # fmt: skip
+@click.option("--port", type=int, help="The API's port on the host (default 8765).")
+def env_file(
+    path: Path, object_storage: bool, corpus_root: str | None, lan_hosts: tuple[str, ...], port: int | None
+) -> None:
+    """Write a `.env` for `docker compose` with fresh random secrets; never overwrites a file."""
+    values: dict[str, str] = {"SEMSEARCH_TOKEN": secrets.token_hex(24)}
+    if corpus_root:
+        values["SEMSEARCH_CORPUS_ROOT"] = os.path.abspath(os.path.expanduser(corpus_root))
+    if port:
+        values["SEMSEARCH_PORT"] = str(port)
+    if lan_hosts:
+        values |= {"SEMSEARCH_PUBLISH_ADDR": "0.0.0.0", "SEMSEARCH_LAN_HOSTS": ",".join(lan_hosts)}
+    if object_storage:
+        values |= {
+            "SEMSEARCH_INDEX_URI": "s3://semsearch/index",
+            "AWS_ENDPOINT_URL": "http://seaweedfs:8333",
+            "AWS_ACCESS_KEY_ID": "semsearch",
+            "AWS_SECRET_ACCESS_KEY": secrets.token_hex(24),
+            "SEMSEARCH_S3_ALLOW_HTTP": "true",  # plain HTTP on the compose file's internal network only
+            "SEMSEARCH_ROLE": "writer",
+        }
+    # Quoted for both readers of the file: Compose and `set -a; . ./.env` take single quotes literally.
+    body = "# Written by `semsearch env-file`; keep it out of git (it holds secrets).\n" + "".join(
+        f"{key}={shlex.quote(value)}\n" for key, value in values.items()
+    )
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise click.UsageError(f"{path} exists and is left as it is; move it aside, or name another file") from None
+    with os.fdopen(fd, "w") as out:
+        out.write(body)
+    click.echo(f"wrote {path} (mode 0600)")
+    click.echo("Next: docker compose up -d; for the host CLI: set -a; . ./.env; set +a", err=True)
 
 
 @main.command()

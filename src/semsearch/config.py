@@ -22,9 +22,15 @@ Compute = Literal["int8", "fp32"]  # how the embedding model runs its MatMuls
 
 # Tokens that are only placeholders: `.env.example`'s value and the usual stand-ins.
 EXAMPLE_TOKENS = frozenset({"change-me", "changeme", "change_me", "your-token", "token", "secret", "xxx", "example"})
-GENERATE_TOKEN = (
-    "generate one with `openssl rand -hex 24` (or `python3 -c 'import secrets; print(secrets.token_hex(24))'`)"
-)
+GENERATE_TOKEN = "generate one with `semsearch token generate` (or `openssl rand -hex 24`)"
+# The examples' stand-ins for a value the reader fills in (`replace-with-openssl-rand-hex-24`).
+PLACEHOLDER_PREFIXES = ("replace-with", "replace-me", "replace_me", "change-me", "changeme", "your-", "<")
+
+
+def placeholder(value: str) -> bool:
+    """A value copied from an example without filling it in."""
+    text = value.strip().lower()
+    return text in EXAMPLE_TOKENS or text.startswith(PLACEHOLDER_PREFIXES)
 
 
 def default_data_dir() -> Path:
@@ -109,7 +115,8 @@ class Settings(BaseSettings):
     tokens_file: Path | None = Field(
         None,
         description="Scoped tokens (JSON or TOML: name, sha256 of the secret, scope, folders); default "
-        "$SEMSEARCH_DATA_DIR/tokens.json, written by `semsearch token create`.",
+        "$SEMSEARCH_DATA_DIR/tokens.json, written by `semsearch token create` — or, with the index on object "
+        "storage, tokens.json beside the index, so the writer and every query replica accept the same tokens.",
     )
     token_rate_per_s: float = Field(
         50.0,
@@ -353,7 +360,7 @@ class Settings(BaseSettings):
         secret = value.get_secret_value()
         if not secret.strip():
             raise ValueError(f"the token is empty or blank, which would let anyone in; unset it, or {GENERATE_TOKEN}")
-        if secret.strip().lower() in EXAMPLE_TOKENS:
+        if placeholder(secret):
             raise ValueError(f"the token is the placeholder {secret.strip()!r}, not a secret; {GENERATE_TOKEN}")
         return value
 

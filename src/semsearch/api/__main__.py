@@ -12,7 +12,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from semsearch.api.app import create_app
-from semsearch.config import Settings, load_settings
+from semsearch.config import Settings, load_settings, placeholder
 from semsearch.embedder.interface import Embedder
 from semsearch.engine.location import IndexLocation, StoreUnavailable
 from semsearch.engine.store import connect
@@ -52,6 +52,15 @@ class DrainingServer(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
+# The object-store credentials a deployment copies from an example file.
+STORE_CREDENTIALS = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AZURE_STORAGE_ACCOUNT_KEY",
+    "GOOGLE_SERVICE_ACCOUNT",
+)
+
+
 def prepare(settings: Settings, embedder: Embedder | None = None) -> FastAPI:
     """The checks a start makes (bind without a token, the data directory, the shared store and
     its writer lease), then the app; a failed check ends the start with one line (SystemExit)."""
@@ -75,6 +84,12 @@ def prepare(settings: Settings, embedder: Embedder | None = None) -> FastAPI:
     location = IndexLocation.from_settings(settings)
     lease = None
     if location.local is None:
+        copied = [k for k in STORE_CREDENTIALS if placeholder(os.environ.get(k, "x"))]
+        if copied:  # the store would answer "access denied", which names neither the key nor the fix
+            sys.exit(
+                f"semsearch api: {', '.join(copied)} still hold the example's placeholder; set the store's real "
+                "credentials (in Kubernetes: the `semsearch` Secret, see deploy/kubernetes/secret.example.yaml)"
+            )
         try:  # an unreachable or misconfigured store, or a second writer, is one line at start
             db, _ = connect(location)
             if settings.role != "query":

@@ -11,13 +11,14 @@ from fastapi_offline import FastAPIOffline
 
 from semsearch.api import errors, routes, webui
 from semsearch.api.audit import Audit
-from semsearch.api.auth import Limits, TokenBook
+from semsearch.api.auth import TOKENS_NAME, Limits, TokenBook
 from semsearch.api.middleware import BodyLimit, HostGuard, PagePolicy
 from semsearch.config import Settings
 from semsearch.embedder.client import EmbedderClient
 from semsearch.embedder.interface import Embedder
 from semsearch.engine.core import Engine
 from semsearch.engine.writer import WriterLease
+from semsearch.shared import SharedDocument
 from semsearch.version import __version__
 
 
@@ -33,8 +34,14 @@ def create_app(
         model = embedder or EmbedderClient(settings.embedder_target, timeout=settings.embedder_timeout_s)
         app.state.engine = Engine(settings, model, lease)
         app.state.settings = settings  # auth reads it before any route's dependencies run
+        engine: Engine = app.state.engine
+        beside = engine.shared if settings.tokens_file is None else None
         app.state.tokens = TokenBook(
-            settings.tokens_path, settings.token, settings.token_rate_per_s, settings.token_long_polls
+            settings.tokens_path,
+            settings.token,
+            settings.token_rate_per_s,
+            settings.token_long_polls,
+            shared=SharedDocument(beside, TOKENS_NAME, engine.shared_refresh_s) if beside is not None else None,
         )
         app.state.limits = Limits(heavy_per_caller=settings.token_heavy_reads, heavy_total=settings.heavy_reads)
         app.state.lease = lease

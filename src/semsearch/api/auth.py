@@ -28,13 +28,15 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request, status
 from pydantic import SecretStr
 
 from semsearch.schemas import TokenView
+from semsearch.shared import SharedDocument
 
+TOKENS_NAME = "tokens.json"  # beside an index on object storage
 SCOPES = ("read", "write", "admin")  # each includes the ones before it
 ADMIN_NAME = "SEMSEARCH_TOKEN"
 
@@ -114,9 +116,20 @@ def digest(secret: str) -> str:
 
 
 class TokenBook:
-    """The tokens file, re-read when it changes (so a token added by hand works at once)."""
+    """The tokens file, re-read when it changes (so a token added by hand works at once).
 
-    def __init__(self, path: Path, admin: SecretStr | None, rate_per_s: float = 0, long_polls: int = 0) -> None:
+    With the index on object storage (and no SEMSEARCH_TOKENS_FILE) the tokens live beside the
+    index instead, like the folder list: a token created through the writer is then accepted by
+    every query replica within its consistency interval, and outlives any pod's local disk."""
+
+    def __init__(
+        self,
+        path: Path,
+        admin: SecretStr | None,
+        rate_per_s: float = 0,
+        long_polls: int = 0,
+        shared: SharedDocument | None = None,
+    ) -> None:
         """`rate_per_s`, `long_polls`: what a token from the file may do unless its entry says."""
         self.path = path
         self.rate_per_s, self.long_polls = rate_per_s, long_polls
@@ -124,8 +137,29 @@ class TokenBook:
         self._lock = threading.Lock()
         self._stamp: tuple[int, int] | None = None
         self._entries: list[_Entry] = []
+        self._shared = shared
+        self._exists = False
+        if shared is not None:
+            found = shared.load()
+            if found is None and path.exists() and not shared.replica:  # an index moved to a store brings them
+                found = json.loads(path.read_text())
+                shared.save(found)
+            self._take(found)
+
+    @property
+    def where(self) -> str:
+        return f"{self._shared.name} beside the index" if self._shared is not None else f"the tokens file {self.path}"
+
+    def _take(self, found: Any | None) -> None:
+        self._exists = found is not None
+        self._entries = self._parse_body(found) if found is not None else []
 
     def _current(self) -> list[_Entry]:
+        if self._shared is not None:
+            with self._lock:
+                if self._shared.stale():
+                    self._take(self._shared.load())
+                return self._entries
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
@@ -139,6 +173,20 @@ class TokenBook:
     def _parse(self, data: bytes) -> list[_Entry]:
         try:
             body = tomllib.loads(data.decode()) if self.path.suffix == ".toml" else json.loads(data)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise self._broken(exc) from exc
+        return self._parse_body(body)
+
+    def _broken(self, exc: Exception) -> HTTPException:
+        # A broken file must not open the API: it refuses everyone until the file is fixed.
+        return HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            f"{self.where} cannot be read ({type(exc).__name__}: {exc}); fix it, or move it aside and create "
+            "tokens again",
+        )
+
+    def _parse_body(self, body: Any) -> list[_Entry]:
+        try:
             entries = [
                 _Entry(
                     name=str(item["name"]),
@@ -151,25 +199,20 @@ class TokenBook:
                 )
                 for item in body.get("tokens", [])
             ]
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
-            # A broken file must not open the API: it refuses everyone until the file is fixed.
-            raise HTTPException(
-                status.HTTP_503_SERVICE_UNAVAILABLE,
-                f"the tokens file {self.path} cannot be read ({type(exc).__name__}: {exc}); fix it, or move it "
-                "aside and create tokens again",
-            ) from exc
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise self._broken(exc) from exc
         bad = [e.name for e in entries if e.scope not in SCOPES or not e.hash.startswith("sha256:")]
         if bad:
             raise HTTPException(
                 status.HTTP_503_SERVICE_UNAVAILABLE,
-                f"the tokens file {self.path} has entries with an unknown scope or hash ({', '.join(bad)}); "
+                f"{self.where} has entries with an unknown scope or hash ({', '.join(bad)}); "
                 f"scopes are {', '.join(SCOPES)} and hashes sha256:<hex>",
             )
         empty = [e.name for e in entries if e.folders == []]
         if empty:  # `[]` read as "no limit" once gave such a token every folder
             raise HTTPException(
                 status.HTTP_503_SERVICE_UNAVAILABLE,
-                f"the tokens file {self.path} gives {', '.join(empty)} an empty folder list; name at least one "
+                f"{self.where} gives {', '.join(empty)} an empty folder list; name at least one "
                 "folder, or remove the `folders` key for a token that covers every folder",
             )
         return entries
@@ -177,6 +220,9 @@ class TokenBook:
     def configured(self) -> bool:
         """Tokens are required once any exists — and stay required while the file does, so
         revoking tokens never opens the API by accident."""
+        if self._shared is not None:
+            self._current()
+            return self._admin is not None or self._exists
         return self._admin is not None or self.path.exists()
 
     def verify(self, secret: str) -> Principal | None:
@@ -226,17 +272,23 @@ class TokenBook:
         return gone[0].view()
 
     def _writable(self) -> list[_Entry]:
-        if self.path.suffix == ".toml":
+        if self._shared is None and self.path.suffix == ".toml":
             raise TokenError(f"tokens in {self.path} (TOML) are managed by editing that file; use a .json file here")
         return list(self._current())
 
     def _save(self, entries: list[_Entry]) -> None:
+        body = {"tokens": [asdict(e) for e in entries]}
+        if self._shared is not None:
+            with self._lock:
+                self._shared.save(body)
+                self._take(body)
+            return
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_suffix(".tmp")
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w") as out:
-                json.dump({"tokens": [asdict(e) for e in entries]}, out, indent=2)
+                json.dump(body, out, indent=2)
             os.replace(tmp, self.path)
             self._stamp = None
 

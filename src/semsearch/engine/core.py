@@ -57,6 +57,9 @@ class Engine:
         location = IndexLocation.from_settings(settings)
         replica = settings.role == "query"
         shared = location if location.local is None else None
+        # Documents kept beside an index on object storage (None: a local index), and how often a
+        # replica re-reads them; the API keeps its tokens there too (api/app.py).
+        self.shared, self.shared_refresh_s = shared, settings.read_consistency_s if replica else 0.0
         self.store = Store(
             location,
             timedelta(seconds=settings.version_retention_s),
