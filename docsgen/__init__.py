@@ -53,15 +53,37 @@ def generate() -> dict[str, str]:
 
 
 def cli_page() -> str:
+    from semsearch.cli import EXIT_CODES, SECTIONS
+
     out = [
         "# CLI reference\n\n",
         GENERATED,
         "Every verb of `semsearch`; `semsearch VERB --help` prints the same. Settings come from the "
         "environment ([configuration](configuration.md)); a flag overrides the setting it names.\n\n",
+        "## Conventions\n\n",
+        "- **Exit codes**, the same for every verb:\n\n",
+        "| Code | Meaning |\n|---|---|\n",
+        *(f"| {code} | {cell(meaning)} |\n" for code, meaning in EXIT_CODES.items()),
+        "\n- **Output**: tables and decorations on a terminal; plain tab-separated lines when stdout is a "
+        "pipe or a file (a header line first for `list`; `search`: path, start, end, cosine, why, "
+        "preview; `grep`: path, line, text; `symbols`: path, start, end, kind, name, signature). Notes "
+        "and hints go to stderr.\n"
+        "- **`--json`** prints the verb's REST answer exactly ([REST reference](rest.md)): `search` the "
+        "search response (`hits`, `coverage`, `message`), `gather` the gather response, `grep` the grep "
+        "response, `list`/`folders` the array of folders, and so on; camelCase like the API.\n"
+        "- **The same flags everywhere**: `-k`/`--limit` for how many, `--folder NAME` and `--glob GLOB` "
+        "repeatable (or `a,b`), `--json`, `-y`/`--yes` to skip the question a destructive verb "
+        "(`remove`, `index --rebuild`) asks at a terminal — and needs when not at one.\n"
+        "- **Errors** are one line on stderr naming the flag and what to do; never a traceback.\n\n",
     ]
     root = click.Context(cli_main, info_name="semsearch")
-    for name, command, parents in walk(cli_main, root, ["semsearch"]):
-        out.append(command_section(name, command, parents))
+    commands = dict((name, (command, parents)) for name, command, parents in walk(cli_main, root, ["semsearch"]))
+    for title, names in SECTIONS.items():
+        out.append(f"## {title}\n\n")
+        for top in names:
+            for name, (command, parents) in commands.items():
+                if name == top or name.startswith(f"{top} "):
+                    out.append(command_section(name.rsplit(" ", 1)[-1], command, parents))
     return "".join(out)
 
 
@@ -72,7 +94,7 @@ def walk(
         command = group.get_command(context, name)
         if command is None or command.hidden:
             continue
-        yield name, command, parents
+        yield " ".join([*parents[1:], name]), command, parents
         if isinstance(command, click.Group):
             child = click.Context(command, info_name=name, parent=context)
             yield from walk(command, child, [*parents, name])
@@ -82,7 +104,7 @@ def command_section(name: str, command: click.Command, parents: list[str]) -> st
     full = " ".join([*parents, name])
     context = click.Context(command, info_name=full)
     usage = " ".join(command.collect_usage_pieces(context))
-    level = "#" * min(len(parents) + 1, 4)
+    level = "#" * min(len(parents) + 2, 4)
     text = [f"#{level} `{full}`\n\n", f"```\n{full} {usage}\n```\n\n"]
     help_text = inspect.cleandoc(command.help or "").replace("\b\n", "")
     if help_text:
@@ -91,11 +113,15 @@ def command_section(name: str, command: click.Command, parents: list[str]) -> st
     for param in command.params:
         if isinstance(param, click.Option) and not param.hidden:
             flags = ", ".join(f"`{o}`" for o in [*param.opts, *param.secondary_opts])
-            default = param.default if param.default not in (None, False, ()) and not callable(param.default) else ""
+            unset = param.default in (None, False, ()) or callable(param.default) or "UNSET" in repr(param.default)
+            default = "" if unset else param.default  # click 8.3+ marks "no default" with a sentinel
             kind = "flag" if param.is_flag else param.type.name
             rows.append(f"| {flags} | {kind} | {cell(str(default))} | {cell(param.help or '')} |")
     if rows:
         text.append("| Option | Type | Default | Description |\n|---|---|---|---|\n" + "\n".join(rows) + "\n\n")
+    if command.epilog:
+        examples = [line.strip() for line in command.epilog.splitlines()[2:]]
+        text.append("Examples:\n\n```bash\n" + "\n".join(examples) + "\n```\n\n")
     return "".join(text)
 
 

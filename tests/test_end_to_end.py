@@ -84,7 +84,7 @@ def test_paraphrase_finds_the_right_file_on_every_interface(indexed: Indexed) ->
     assert rest[0]["folder"] == "station"
     assert 1 <= rest[0]["startLine"] <= rest[0]["endLine"]
 
-    cli = json.loads(stack.cli("search", PARAPHRASE, "-k", "5", "--json").stdout)
+    cli = json.loads(stack.cli("search", PARAPHRASE, "-k", "5", "--json").stdout)["hits"]
     mcp = mcp_search(stack, PARAPHRASE, 5)
     # One ranking function behind every interface: same files, same order, same shape.
     assert [h["filePath"] for h in cli] == [h["filePath"] for h in rest] == [h["filePath"] for h in mcp]
@@ -171,14 +171,14 @@ def test_adding_twice_or_through_a_symlink_registers_nothing_twice(indexed: Inde
     assert json.loads(stack.cli("list", "--json").stdout) == before
     # The same folder under another name is a conflict the API refuses, with the name it has.
     renamed = stack.cli("add", str(corpus), "--name", "other", check=False)
-    assert renamed.returncode == 1 and "already registered" in renamed.stderr
+    assert renamed.returncode == 2 and "already registered" in renamed.stderr
     missing = stack.cli("add", str(tmp_path / "nope"), check=False)
     assert missing.returncode != 0
 
 
 def test_remove_purges_the_folder(fresh: Indexed) -> None:
     stack, corpus = fresh.stack, fresh.corpus
-    out = stack.cli("remove", str(corpus)).stdout
+    out = stack.cli("remove", str(corpus), "--yes").stdout
     assert "removed station" in out
     assert rest_search(stack, PARAPHRASE) == []
     assert json.loads(stack.cli("list", "--json").stdout) == []

@@ -258,7 +258,7 @@ def test_folder_registration_refuses_system_trees_own_state_and_the_outside(api_
     assert sorted(names) == ["app", "elsewhere"]
     # The CLI says the same in one line.
     cli = stack.cli("add", str(outside / ".."), check=False)
-    assert cli.returncode == 1 and "Traceback" not in cli.stderr and "corpus root" in cli.stderr
+    assert cli.returncode == 2 and "Traceback" not in cli.stderr and "corpus root" in cli.stderr
 
 
 def test_default_folder_names_are_safe_and_removable(api_factory: Any, tmp_path: Path) -> None:
@@ -267,7 +267,7 @@ def test_default_folder_names_are_safe_and_removable(api_factory: Any, tmp_path:
     odd = write_tree(tmp_path / "my notes $(x)", {"n.md": "n\n"})
     added = stack.cli("add", str(odd)).stdout
     assert "my-notes-x" in added
-    stack.cli("remove", "my-notes-x")
+    stack.cli("remove", "my-notes-x", "--yes")
     assert segment("../../x") == "..%2F..%2Fx" and "/" not in segment("a/b?c")
 
 
@@ -296,7 +296,7 @@ def test_git_internals_are_never_read_listed_or_indexed(stack: Stack, tmp_path: 
     explained = json.loads(stack.cli("explain", str(base / ".git" / "config"), "--json").stdout)
     assert explained["rule"] == "vcs-internal" and not explained["indexed"]
     cat = stack.cli("cat", str(base / "repo" / ".git" / "config"), check=False)
-    assert cat.returncode == 1 and "GITPASS" not in cat.stdout + cat.stderr
+    assert cat.returncode == 2 and "GITPASS" not in cat.stdout + cat.stderr
 
 
 # --- 6, 9: redaction ---------------------------------------------------------------------------------

@@ -310,7 +310,7 @@ def test_index_status_tool_and_cli(api_factory: Any, tmp_path: Path) -> None:
     cli = json.loads(stack.cli("index-status", run["id"], "--json").stdout)
     assert cli["id"] == run["id"]
     missing = stack.cli("index-status", "nope", check=False)
-    assert missing.returncode == 1 and "no index run 'nope'" in missing.stderr
+    assert missing.returncode == 2 and "no index run 'nope'" in missing.stderr
 
 
 def test_streamable_http_needs_the_token_and_checks_origin(stack: Stack, project: Path) -> None:
@@ -477,9 +477,9 @@ def test_path_boosts_from_the_cli_and_from_a_projects_file_over_mcp(stack: Stack
         body = {"query": "test retry backoff", "folder": ["retrying"], "minScore": -1, "pathBoosts": {}}
         unboosted = http.post("/v1/search", json=body).json()["hits"]
     assert unboosted[0]["relPath"] == "tests/test_retry.py" and unboosted[0].get("boost") is None
-    plain = json.loads(stack.cli(*query).stdout)  # the server's default: tests and examples at 0.8
+    plain = json.loads(stack.cli(*query).stdout)["hits"]  # the server's default: tests and examples at 0.8
     assert [h["boost"] for h in plain if h["relPath"].startswith("tests/")] == [0.8]
-    boosted = json.loads(stack.cli(*query, "--boost", "**/tests/**=0.5").stdout)
+    boosted = json.loads(stack.cli(*query, "--boost", "**/tests/**=0.5").stdout)["hits"]
     assert boosted[0]["relPath"] == "src/retry.py"
     assert [h["boost"] for h in boosted if h["relPath"].startswith("tests/")] == [0.5]
     # A project's boosts replace the server's: here its sources go down, so its test comes first.

@@ -229,7 +229,7 @@ def test_a_writer_and_two_query_replicas_share_one_bucket_and_a_pool_of_two_embe
         refused = httpx.post(f"{urls[0]}/v1/folders", json={"path": str(corpus)}, timeout=30)
         assert refused.status_code == 421 and wenv["SEMSEARCH_URL"] in refused.json()["detail"]
         ran = subprocess.run([SEMSEARCH, "index"], env=replicas[0][1], capture_output=True, text=True, timeout=120)
-        assert ran.returncode == 1 and "query replica" in ran.stderr
+        assert ran.returncode == 2 and "query replica" in ran.stderr
         status = httpx.get(f"{urls[1]}/v1/status", timeout=30).json()
         assert status["role"] == "query" and status["files"] == 40
     finally:

@@ -78,7 +78,7 @@ def test_without_the_guard_the_prompt_is_searched_as_sent(stack: Stack, api_fact
 def test_the_note_reaches_the_cli_mcp_and_gather(stack: Stack, corpus: Path) -> None:
     cli = stack.cli("search", PROMPT, "--json")
     assert "note: the query looks like a pasted prompt" in cli.stderr
-    assert json.loads(cli.stdout)[0]["relPath"] == "auth/session.py"
+    assert json.loads(cli.stdout)["hits"][0]["relPath"] == "auth/session.py"
 
     found, gathered = stack.mcp(("search", {"query": PROMPT, "minScore": -1}), ("gather", {"query": PROMPT, "k": 1}))
     texts = [c.text for c in found.content]

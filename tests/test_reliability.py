@@ -253,7 +253,7 @@ def test_secrets_are_redacted_everywhere(stack, tmp_path: Path) -> None:  # type
         verdict = json.loads(stack.cli("explain", str(folder / "deploy.py"), "--json").stdout)
         assert verdict["secretsRedacted"] == 2
     finally:
-        stack.cli("remove", "secretive")
+        stack.cli("remove", "secretive", "--yes")
 
 
 def test_no_shell_anywhere_in_the_code() -> None:

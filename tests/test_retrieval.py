@@ -134,7 +134,7 @@ def test_superseded_documents_hide_unless_all(stack: Stack, corpus: Path) -> Non
     old = next(h for h in everything if h["relPath"] == "docs/auth.md")
     assert old["label"].endswith("[superseded → reference/auth.md; 2026-03-01]")
     assert old["status"] == "superseded" and old["supersededBy"] == "reference/auth.md"
-    cli = json.loads(stack.cli("search", "legacy session endpoint every hour", "--all", "--json").stdout)
+    cli = json.loads(stack.cli("search", "legacy session endpoint every hour", "--all", "--json").stdout)["hits"]
     assert any(h["relPath"] == "docs/auth.md" for h in cli)
 
 
@@ -227,7 +227,7 @@ def test_an_embedder_with_another_model_is_refused(stack: Stack, corpus: Path, t
         detail = refused.json()["detail"]
         assert "all-MiniLM-L6-v2-onnx-int8+int8-matmul" in detail and "some-other-model" in detail
         assert "semsearch index --rebuild" in detail
-        rebuilt = subprocess.run([SEMSEARCH, "index", "--rebuild"], env=env, capture_output=True, text=True)
+        rebuilt = subprocess.run([SEMSEARCH, "index", "--rebuild", "--yes"], env=env, capture_output=True, text=True)
         assert rebuilt.returncode == 0, rebuilt.stderr
         assert json.loads(rebuilt.stdout.strip().splitlines()[-1])["filesProcessed"] == len(FILES)
         after = httpx.post(f"{env['SEMSEARCH_URL']}/v1/search", json={"query": "periscope", "folder": "small"})

@@ -232,7 +232,7 @@ def test_queries_are_audited_as_hashes_when_asked(api_factory: Any, tmp_path: Pa
 def test_token_lifecycle_from_the_cli(api_factory: Any) -> None:
     stack = api_factory()  # open: no token configured yet
     first = stack.cli("token", "create", "reader", "--scope", "read", check=False)
-    assert first.returncode == 1 and "create an admin token first" in first.stderr
+    assert first.returncode == 2 and "create an admin token first" in first.stderr
     admin = stack.cli("token", "create", "root", "--scope", "admin").stdout.splitlines()[1]
     assert httpx.get(f"{stack.url}/v1/status", timeout=30).status_code == 401  # a token now exists
     as_admin = stack.env | {"SEMSEARCH_TOKEN": admin}
@@ -242,7 +242,7 @@ def test_token_lifecycle_from_the_cli(api_factory: Any) -> None:
     assert [(t["name"], t["scope"]) for t in listed] == [("root", "admin"), ("reader", "read")]
     assert "sha256" not in json.dumps(listed) and reader not in json.dumps(listed)
     last = boss.cli("token", "revoke", "root", check=False)
-    assert last.returncode == 1 and "last admin token" in last.stderr
+    assert last.returncode == 2 and "last admin token" in last.stderr
     boss.cli("token", "revoke", "reader")
     gone = httpx.get(f"{stack.url}/v1/status", headers={"Authorization": f"Bearer {reader}"}, timeout=30)
     assert gone.status_code == 401 and "semsearch token create" in gone.json()["detail"]

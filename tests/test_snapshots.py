@@ -165,7 +165,7 @@ def test_damaged_archives_are_refused_and_change_nothing(
         assert response.status_code == 400, (name, response.text)
         assert response.json()["title"] == "Snapshot refused" and "nothing was changed" in response.json()["detail"]
         cli = stack.cli("snapshot", "import", str(bad), check=False)
-        assert cli.returncode == 1 and "nothing was changed" in cli.stderr, (name, cli.stderr)
+        assert cli.returncode == 2 and "nothing was changed" in cli.stderr, (name, cli.stderr)
         assert (status(stack)["folders"], search(stack)) == before, name
     assert sorted(p.name for p in stack.data_dir.iterdir() if p.name.startswith("snapshot-")) == []
 
@@ -176,7 +176,7 @@ def test_an_archive_from_another_model_or_chunker_is_refused_with_the_way_out(
     _, root, archive = exported
     paragraph = api_factory(SEMSEARCH_CODE_CHUNKER="paragraph")
     refused = paragraph.cli("snapshot", "import", str(archive), check=False)
-    assert refused.returncode == 1 and "409" in refused.stderr and "SEMSEARCH_CODE_CHUNKER" in refused.stderr
+    assert refused.returncode == 2 and "409" in refused.stderr and "SEMSEARCH_CODE_CHUNKER" in refused.stderr
 
     # The digest proves integrity, not origin: a manifest rewritten with its digest recomputed
     # reaches the identity check, which compares it with the model the embedder serves.

@@ -37,22 +37,95 @@ F = TypeVar("F", bound=Callable[..., Any])
 SERVE_MAX_BACKOFF_S = 30.0
 SERVE_MAX_QUICK_FAILURES = 5
 SERVE_HEALTHY_S = 30.0
-# Piped output (scripts, logs) gets a wide table instead of wrapping paths at 80 columns.
-console = Console(width=None if sys.stdout.isatty() else 160)
+console = Console()
+
+# Every verb's exit status (grep's convention, clig.dev's yardstick): scripts tell "nothing found"
+# from "could not ask". The CLI reference prints this table.
+FOUND, NOTHING, FAILED = 0, 1, 2
+EXIT_CODES = {
+    FOUND: "success: something was found, or what was asked was done",
+    NOTHING: "nothing found (search, gather, grep, symbols, outline); for `index`, the run finished but "
+    "some files failed (its summary lists them)",
+    FAILED: "usage error, invalid input, or the API refused or could not be reached: nothing was done",
+    130: "interrupted (Ctrl-C); `index` cancels the run it asked for",
+}
+
+
+class Failure(click.ClickException):
+    """An error that is not the caller's usage: one line, exit code 2."""
+
+    exit_code = FAILED
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"semsearch: {self.format_message()}", err=True)
 
 
 def api_errors(fn: F) -> F:
-    """Turns API errors into one readable line and exit code 1, never a traceback."""
+    """Turns API errors into one readable line and exit code 2, never a traceback."""
 
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except ApiError as exc:
-            click.echo(f"semsearch: {exc}", err=True)
-            sys.exit(1)
+            raise Failure(str(exc)) from exc
 
     return wrapper  # type: ignore[return-value]
+
+
+def piped() -> bool:
+    """stdout is a pipe or a file: plain tab-separated lines instead of tables and decorations."""
+    return not sys.stdout.isatty()
+
+
+def rows_out(header: list[str], rows: list[list[str]]) -> None:
+    """A table on a terminal; tab-separated lines (the header first) when piped."""
+    if piped():
+        for row in [header, *rows]:
+            click.echo("\t".join(" ".join(cell.split()) for cell in row))
+        return
+    table = Table(*header)
+    for row in rows:
+        table.add_row(*(Text(cell) for cell in row))  # Text: a path or label may look like markup
+    console.print(table)
+
+
+def print_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def confirm(action: str, yes: bool) -> None:
+    """Destructive verbs ask on a terminal; a script says --yes (never a silent default)."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise click.UsageError(f"this would {action}; pass --yes to confirm when not at a terminal")
+    if not click.confirm(f"This will {action}. Continue?", default=False, err=True):
+        raise Failure("nothing was changed")
+
+
+def count_option(default: int, what: str = "results") -> Callable[[F], F]:
+    """The one count flag of every verb that returns a list."""
+    return click.option("-k", "--limit", "limit", type=int, default=default, show_default=True,
+                        help=f"At most this many {what}.")  # fmt: skip
+
+
+def folder_option(fn: F) -> F:
+    return click.option("--folder", "folders", multiple=True, metavar="NAME",
+                        help="Only this folder (repeatable, or a,b).")(fn)  # fmt: skip
+
+
+def glob_option(fn: F) -> F:
+    return click.option("--glob", "globs", multiple=True, metavar="GLOB",
+                        help="Only paths matching this glob, e.g. 'src/**/*.py' (repeatable, or a,b).")(fn)  # fmt: skip
+
+
+def listed(values: tuple[str, ...] | str | None) -> list[str] | None:
+    """A repeatable option's values, each of which may also be a,b."""
+    if not values:
+        return None
+    items = [values] if isinstance(values, str) else list(values)
+    return [part.strip() for item in items for part in item.split(",") if part.strip()] or None
 
 
 def settings() -> Settings:
@@ -68,28 +141,98 @@ def service_part(module: str, extra: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise click.ClickException(
+        raise Failure(
             f"this command needs semsearch's {extra!r} extra ({exc.name or exc} is not installed): "
             f"pip install 'semsearch[{extra}]'"
         ) from exc
 
 
-class Cli(click.Group):
-    """Bad settings and invalid arguments end in one line naming the problem, never a traceback."""
+# `semsearch --help` lists the verbs under these headings; each verb is under exactly one.
+SECTIONS = {
+    "Search and read": ["search", "gather", "grep", "symbols", "outline", "cat", "explain"],
+    "Folders and indexing": ["add", "list", "folders", "remove", "index", "index-status", "status"],
+    "Agents": ["mcp", "scaffold", "hook"],
+    "Administration": ["token", "snapshot", "config", "env-file", "completion"],
+    "Services (what `serve`, containers and pods run)": ["serve", "api", "embedder", "worker", "indexer"],
+}
+
+
+# The flags the listing verbs share, and the request fields each fills (search's `k` and grep's
+# `max_results` are both `--limit`); tests/test_cli_surface.py checks every other flag is a field.
+SHARED_FLAGS = {
+    "limit": ("k", "max_results", "limit"),
+    "folders": ("folder",),
+    "globs": ("path_glob", "file_glob"),
+    "kinds": ("kind",),
+    "boosts": ("path_boosts",),
+}
+
+
+def flag_of(command: click.Command, field: str) -> str:
+    """The flag a person typed for a request model's field (`--since` for `date_from`)."""
+    for param in command.params:
+        names = {
+            param.name,
+            *SHARED_FLAGS.get(param.name or "", ()),
+            *(o.lstrip("-").replace("-", "_") for o in param.opts),
+        }
+        if field in names or _snake(field) in names:
+            return param.opts[-1] if isinstance(param, click.Option) else param.human_readable_name
+    return field
+
+
+def _snake(name: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
+
+
+def one_line(exc: ValidationError, command: click.Command | None) -> str:
+    if exc.title == "Settings":
+        return setting_problems(exc)
+    problems = []
+    for error in exc.errors():
+        loc = [str(part) for part in error["loc"]]
+        where = (flag_of(command, loc[0]) if command else loc[0]) if loc else "value"
+        problems.append(f"{where}{''.join(f'.{part}' for part in loc[1:])}: {error['msg']}")
+    return "; ".join(problems)
+
+
+class Verb(click.Command):
+    """An invalid value ends in one line that names the flag the person typed, exit code 2."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except ValidationError as exc:
-            if exc.title == "Settings":
-                message = setting_problems(exc)
-            else:
-                message = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors())
-            click.echo(f"semsearch: {message}", err=True)
-            sys.exit(2)
+            click.echo(f"semsearch: {one_line(exc, self)}", err=True)
+            sys.exit(FAILED)
 
 
-@click.group(cls=Cli, context_settings={"help_option_names": ["-h", "--help"]})
+class Cli(click.Group):
+    """Bad settings and invalid arguments end in one line naming the problem, never a traceback."""
+
+    command_class = Verb
+    group_class = type  # subgroups (token, snapshot) are Cli too, their verbs Verb
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ValidationError as exc:
+            click.echo(f"semsearch: {one_line(exc, None)}", err=True)
+            sys.exit(FAILED)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        if self is not main:
+            super().format_commands(ctx, formatter)
+            return
+        for title, names in SECTIONS.items():
+            rows = [
+                (n, c.get_short_help_str(limit=70)) for n in names if (c := self.get_command(ctx, n)) and not c.hidden
+            ]
+            with formatter.section(title):
+                formatter.write_dl(rows)
+
+
+@click.group(cls=Cli, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="semsearch")
 def main() -> None:
     """Self-hosted retrieval over folders of code and documents."""
@@ -154,7 +297,7 @@ def serve(host: str | None, port: int | None, embedder_port: int | None, watch: 
                     f"within {SERVE_HEALTHY_S:.0f} s of starting; stopping (its output above says why)",
                     err=True,
                 )
-                code, stopping = 1, True
+                code, stopping = FAILED, True
                 break
             delay = min(SERVE_MAX_BACKOFF_S, 2.0 ** (quick_failures[name] - 1))
             click.echo(
@@ -281,7 +424,7 @@ def add(paths: tuple[str, ...], name: str | None, allow_outside_root: bool) -> N
 
 
 @main.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the REST answer (the folders) as JSON.")
 @api_errors
 def list_(as_json: bool) -> None:
     """The registered folders with files, chunks and last indexed time."""
@@ -289,7 +432,7 @@ def list_(as_json: bool) -> None:
 
 
 @main.command("folders")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the REST answer (the folders) as JSON.")
 @api_errors
 def folders_(as_json: bool) -> None:
     """Same as `list` (the MCP tool's name)."""
@@ -300,24 +443,31 @@ def _list(as_json: bool) -> None:
     with ApiClient(settings()) as api:
         folders = api.folders()
     if as_json:
-        click.echo(json.dumps([f.dump() for f in folders], indent=2))
+        print_json([f.dump() for f in folders])
         return
     if not folders:
-        click.echo("No folders yet; add one with `semsearch add PATH`.")
+        click.echo("No folders yet; add one with `semsearch add PATH`.", err=True)
         return
-    table = Table("name", "path", "files", "chunks", "last indexed")
+    rows = []
     for f in folders:
-        when = f.last_indexed.astimezone().strftime("%Y-%m-%d %H:%M") if f.last_indexed else "never"
-        table.add_row(f.name, f.path, f"{f.files:,}", f"{f.chunks:,}", when)
-    console.print(table)
+        if piped():
+            when = f.last_indexed.isoformat(timespec="seconds") if f.last_indexed else ""
+            rows.append([f.name, f.path, str(f.files), str(f.chunks), when])
+        else:
+            when = f.last_indexed.astimezone().strftime("%Y-%m-%d %H:%M") if f.last_indexed else "never"
+            rows.append([f.name, f.path, f"{f.files:,}", f"{f.chunks:,}", when])
+    rows_out(["name", "path", "files", "chunks", "last indexed"], rows)
 
 
 @main.command()
 @click.argument("target")
 @click.option("--keep-index", is_flag=True, help="Keep its chunks (hidden from search) for a cheap re-add.")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask (needed when not at a terminal).")
 @api_errors
-def remove(target: str, keep_index: bool) -> None:
+def remove(target: str, keep_index: bool, yes: bool) -> None:
     """Unregister a folder by NAME or PATH; its chunks are purged unless --keep-index."""
+    if not keep_index:
+        confirm(f"unregister {target} and purge its chunks from the index", yes)
     with ApiClient(settings()) as api:
         name = target
         if os.sep in target or target in (".", ".."):
@@ -342,6 +492,7 @@ def remove(target: str, keep_index: bool) -> None:
 @click.option("--concurrency", type=int, help="Threads reading and chunking ahead of the embedder.")
 @click.option("--watch", is_flag=True, help="After the pass, re-index what changes until Ctrl-C.")
 @click.option("--rebuild", is_flag=True, help="Drop the whole index (e.g. after changing the model) and re-index.")
+@click.option("-y", "--yes", is_flag=True, help="With --rebuild: do not ask (needed when not at a terminal).")
 def index(
     path: str | None,
     force: bool,
@@ -351,6 +502,7 @@ def index(
     concurrency: int | None,
     watch: bool,
     rebuild: bool,
+    yes: bool,
 ) -> None:
     """Index all registered folders, or just PATH (a folder, or a path inside one).
 
@@ -360,8 +512,17 @@ def index(
     if rebuild:
         if path:
             raise click.UsageError("--rebuild drops the whole index, so it takes no PATH")
-        with ApiClient(config) as api:
-            api.reset_index()
+        if dry_run or watch:
+            raise click.UsageError("--rebuild drops the index at once; it cannot be a --dry-run or --watch")
+        confirm("drop the whole index and re-embed every file", yes)
+        try:
+            with ApiClient(config) as api:
+                if not worker_seen(api, config.run_claim_wait_s):  # dropped with nobody to rebuild it
+                    sys.exit(fail("no indexer worker is running, so nothing was dropped; start one "
+                                  "(`semsearch worker`, or `semsearch serve`) and run this again"))  # fmt: skip
+                api.reset_index()
+        except ApiError as exc:
+            sys.exit(fail(str(exc)))
         click.echo("Index dropped; re-indexing every folder.", err=True)
         force = True
     if not watch:
@@ -392,9 +553,19 @@ def index(
     Worker(config, watch=True, requests=False, path=path, verbose=verbose).run(stop)
 
 
+def worker_seen(api: ApiClient, within_s: float) -> bool:
+    """A worker has asked the API for runs lately, or does within `within_s` (one just started)."""
+    deadline = time.monotonic() + within_s
+    while not api.status().workers:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
 @main.command()
 @click.argument("path")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the REST answer as JSON.")
 @api_errors
 def explain(path: str, as_json: bool) -> None:
     """Why PATH is, or is not, indexed: the rule that decided and its chunks."""
@@ -408,10 +579,10 @@ def explain(path: str, as_json: bool) -> None:
 
 @main.command()
 @click.argument("query")
-@click.option("-k", "k", type=int, default=10, show_default=True, help="How many results.")
+@count_option(10)
 @click.option("--mode", type=click.Choice(["hybrid", "vector", "lexical"]), help="Ranking (default: hybrid).")
-@click.option("--folder", multiple=True, help="Only this folder (repeatable, or a,b).")
-@click.option("--glob", "path_glob", multiple=True, help="Only paths matching this glob, e.g. 'src/**/*.py'.")
+@folder_option
+@glob_option
 @click.option("--exclude", multiple=True, help="Skip paths containing this fragment (repeatable, or a,b).")
 @click.option("--ext", multiple=True, help="Only these extensions, e.g. py,md.")
 @click.option("--tag", "tags", multiple=True, help="Only documents with this frontmatter tag.")
@@ -423,148 +594,190 @@ def explain(path: str, as_json: bool) -> None:
 @click.option("--per-file", type=int, default=1, show_default=True)
 @click.option("--boost", "boosts", multiple=True, metavar="GLOB=FACTOR",
               help="Multiply the score of paths matching GLOB, e.g. '**/tests/**=0.8' (repeatable).")  # fmt: skip
-@click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON (same shape as the MCP tool).")
+@click.option("--json", "as_json", is_flag=True, help="Print the REST answer (hits, coverage, message) as JSON.")
 @api_errors
-def search(query: str, as_json: bool, group_files: bool, boosts: tuple[str, ...], **options: Any) -> None:
+def search(
+    query: str,
+    limit: int,
+    folders: tuple[str, ...],
+    globs: tuple[str, ...],
+    as_json: bool,
+    group_files: bool,
+    boosts: tuple[str, ...],
+    **options: Any,
+) -> None:
     """Find the chunks most relevant to QUERY."""
     params = {key: (",".join(v) if isinstance(v, tuple) else v) for key, v in options.items()}
     params = {key: v for key, v in params.items() if v is not None and v is not False and v != ""}
-    params.update(query=query, group="file" if group_files else "chunk")
+    params.update(query=query, k=limit, group="file" if group_files else "chunk")
+    if folders:
+        params["folder"] = ",".join(folders)
+    if globs:
+        params["path_glob"] = ",".join(globs)
     if boosts:
         if not all("=" in b for b in boosts):
             click.echo("semsearch: invalid --boost: write each as GLOB=FACTOR, e.g. '**/tests/**=0.8'", err=True)
-            sys.exit(2)
+            sys.exit(FAILED)
         params["path_boosts"] = {glob: factor for glob, _, factor in (b.rpartition("=") for b in boosts)}
-    request = SearchRequest.model_validate(params)  # an invalid value: one line (Cli.invoke)
+    request = SearchRequest.model_validate(params)  # an invalid value: one line naming its flag (Verb)
     with ApiClient(settings()) as api:
         response = api.search(request)
     if response.query_note:
         click.echo(f"note: {response.query_note}", err=True)
     if as_json:
-        click.echo(json.dumps([h.dump() for h in response.hits], indent=2, ensure_ascii=False))
-        if not response.hits and response.message:
-            click.echo(response.message, err=True)
-        return
+        print_json(response.dump())
+        sys.exit(FOUND if response.hits else NOTHING)
     if not response.hits:
-        click.echo(response.message or "No results.")
+        click.echo(response.message or "No results.", err=True)
         if response.coverage and response.coverage.note:
-            click.echo(f"coverage: {response.coverage.note}")
-        return
-    table = Table("why", "file", "lines", "preview", show_lines=False)
-    for column in table.columns[:3]:
-        column.no_wrap = True
+            click.echo(f"coverage: {response.coverage.note}", err=True)
+        sys.exit(NOTHING)
+    rows = []
     for hit in response.hits:
         preview = " ".join(hit.text.split())[:80]
         where = f"{hit.start_line}-{hit.end_line}" + (f" p.{hit.page}" if hit.page else "")
         name = f"{hit.folder}/{hit.rel_path}" + (" (stale)" if hit.stale else "")
-        if hit.heading:
+        if hit.heading and not piped():
             preview = f"[{hit.kind + ' ' if hit.kind else ''}{hit.heading}] {preview}"
-        table.add_row(Text(hit.label), Text(name), where, Text(preview))  # Text: labels look like markup
-    console.print(table)
+        rows.append([hit.label, f"{hit.cosine:.3f}", name, where, preview])
+    if piped():  # the path a script opens, the lines, the score, why
+        for hit, row in zip(response.hits, rows, strict=True):
+            click.echo("\t".join([hit.file_path, str(hit.start_line), str(hit.end_line), row[1], row[0], row[4]]))
+    else:
+        table = Table("why", "score", "file", "lines", "preview", show_lines=False)
+        for column in table.columns[:4]:
+            column.no_wrap = True
+        for row in rows:
+            table.add_row(*(Text(cell) for cell in row))
+        console.print(table)
     if response.coverage and response.coverage.note:
-        console.print(Text(f"coverage: {response.coverage.note}"))
+        click.echo(f"coverage: {response.coverage.note}", err=True)
 
 
 @main.command()
 @click.argument("query")
-@click.option("-k", "k", type=int, default=5, show_default=True)
+@count_option(5, "hits")
 @click.option("--context-lines", type=int, default=0, show_default=True, help="Lines of the file around each chunk.")
 @click.option("--max-tokens", type=int, help="Pack whole hits until this many tokens.")
-@click.option("--folder", help="Only these folders (a,b).")
-@click.option("--glob", "path_glob", help="Only paths matching these globs (a,b).")
+@folder_option
+@glob_option
 @click.option("--all", "include_all", is_flag=True, help="Include superseded/archived documents.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the REST answer (markdown, hits, tokens) as JSON.")
 @api_errors
-def gather(query: str, as_json: bool, **options: Any) -> None:
+def gather(
+    query: str, limit: int, folders: tuple[str, ...], globs: tuple[str, ...], as_json: bool, **options: Any
+) -> None:
     """Search and print one Markdown block ready for a context window."""
-    request = GatherRequest.model_validate({"query": query, **{k: v for k, v in options.items() if v}})
+    fields = {k: v for k, v in options.items() if v} | {"query": query, "k": limit}
+    fields |= {"folder": ",".join(folders)} if folders else {}
+    fields |= {"path_glob": ",".join(globs)} if globs else {}
+    request = GatherRequest.model_validate(fields)
     with ApiClient(settings()) as api:
         response = api.gather(request)
-    click.echo(json.dumps(response.dump(), indent=2, ensure_ascii=False) if as_json else response.markdown)
+    if as_json:
+        print_json(response.dump())
+    else:
+        click.echo(response.markdown)
+    sys.exit(FOUND if response.hits else NOTHING)
 
 
 @main.command()
 @click.argument("file_path")
 @click.option("--start", "start_line", type=int, default=1, show_default=True, help="First line (1-based).")
 @click.option("--end", "end_line", type=int, help="Last line (inclusive).")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the REST answer (text, lines, total) as JSON.")
 @api_errors
 def cat(file_path: str, start_line: int, end_line: int | None, as_json: bool) -> None:
     """Print a file (or a line range) from the indexed folders."""
     with ApiClient(settings()) as api:
         content = api.read_file(os.path.abspath(file_path), start_line, end_line)
-    click.echo(json.dumps(content.dump(), indent=2, ensure_ascii=False) if as_json else content.text)
+    if as_json:
+        print_json(content.dump())
+    else:
+        click.echo(content.text)
 
 
 @main.command()
 @click.argument("pattern")
-@click.option("--folder", help="Only these folders (a,b).")
-@click.option("--glob", "file_glob", help="Only files matching these globs, e.g. '*.py'.")
-@click.option("-s", "--case-sensitive", is_flag=True)
-@click.option("-e", "--regex", is_flag=True, help="PATTERN is an RE2 regular expression.")
-@click.option("-m", "--max-results", type=int, default=100, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@count_option(100, "matching lines")
+@folder_option
+@glob_option
+@click.option("--case-sensitive", is_flag=True, help="Match case exactly (default: ignore case).")
+@click.option("-E", "--regex", is_flag=True, help="PATTERN is an RE2 regular expression (default: plain text).")
+@click.option("--json", "as_json", is_flag=True, help="Print the REST answer (matches, truncated) as JSON.")
 @api_errors
-def grep(pattern: str, as_json: bool, **options: Any) -> None:
+def grep(
+    pattern: str, limit: int, folders: tuple[str, ...], globs: tuple[str, ...], as_json: bool, **options: Any
+) -> None:
     """Find PATTERN in the indexed files (never in ignored ones)."""
-    request = GrepRequest.model_validate({"pattern": pattern, **{k: v for k, v in options.items() if v}})
+    fields = {k: v for k, v in options.items() if v} | {"pattern": pattern, "max_results": limit}
+    fields |= {"folder": ",".join(folders)} if folders else {}
+    fields |= {"file_glob": ",".join(globs)} if globs else {}
+    request = GrepRequest.model_validate(fields)
     with ApiClient(settings()) as api:
         response = api.grep(request)
     if as_json:
-        click.echo(json.dumps(response.dump(), indent=2, ensure_ascii=False))
-        return
-    for m in response.matches:
-        click.echo(f"{m.folder} · {m.rel_path}:{m.line}  {m.text}")
-    if response.truncated:
-        click.echo("(truncated: narrow with --folder or --glob, or raise --max-results)", err=True)
-    sys.exit(0 if response.matches else 1)  # like grep: 1 when nothing matched
+        print_json(response.dump())
+    else:
+        for m in response.matches:
+            if piped():
+                click.echo(f"{m.file_path}\t{m.line}\t{m.text}")
+            else:
+                click.echo(f"{m.folder} · {m.rel_path}:{m.line}  {m.text}")
+        if response.truncated:
+            click.echo("(truncated: narrow with --folder or --glob, or raise --limit)", err=True)
+    sys.exit(FOUND if response.matches else NOTHING)
 
 
 @main.command()
 @click.argument("name")
-@click.option("--kind", help="Only these kinds (a,b): function, method, class, struct, interface, …")
-@click.option("--folder", help="Only these folders (a,b).")
-@click.option("-n", "--limit", type=int, default=50, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@count_option(50, "definitions")
+@click.option(
+    "--kind", "kinds", multiple=True, help="Only these kinds (repeatable, or a,b): function, method, class, …"
+)
+@folder_option
+@click.option("--json", "as_json", is_flag=True, help="Print the REST answer (symbols, truncated, message) as JSON.")
 @api_errors
-def symbols(name: str, kind: str | None, folder: str | None, limit: int, as_json: bool) -> None:
+def symbols(name: str, limit: int, kinds: tuple[str, ...], folders: tuple[str, ...], as_json: bool) -> None:
     """Where NAME is defined (a function, method, class, …; `Class.method` narrows)."""
     with ApiClient(settings()) as api:
-        found = api.symbols(name, _csv(kind), _csv(folder), limit)
+        found = api.symbols(name, listed(kinds), listed(folders), limit)
     if as_json:
-        click.echo(json.dumps(found.dump(), indent=2, ensure_ascii=False))
-        return
-    for s in found.symbols:
-        click.echo(
-            f"{s.folder} · {s.rel_path}:{s.start_line}-{s.end_line}  {s.kind:<9} {s.symbol_path}  —  {s.signature}"
-        )
-    if found.message:
-        click.echo(found.message, err=True)
-    if found.truncated:
-        click.echo(f"(more than {limit} matched: narrow with --kind or --folder, or raise --limit)", err=True)
-    sys.exit(0 if found.symbols else 1)
+        print_json(found.dump())
+    else:
+        for s in found.symbols:
+            if piped():
+                click.echo(f"{s.file_path}\t{s.start_line}\t{s.end_line}\t{s.kind}\t{s.symbol_path}\t{s.signature}")
+            else:
+                click.echo(f"{s.folder} · {s.rel_path}:{s.start_line}-{s.end_line}  {s.kind:<9} {s.symbol_path}  —  "
+                           f"{s.signature}")  # fmt: skip
+        if found.message:
+            click.echo(found.message, err=True)
+        if found.truncated:
+            click.echo(f"(more than {limit} matched: narrow with --kind or --folder, or raise --limit)", err=True)
+    sys.exit(FOUND if found.symbols else NOTHING)
 
 
 @main.command()
 @click.argument("file_path")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the REST answer (symbols, message) as JSON.")
 @api_errors
 def outline(file_path: str, as_json: bool) -> None:
     """The definitions in FILE_PATH, in order and nested (from the index)."""
     with ApiClient(settings()) as api:
         found = api.outline(os.path.abspath(file_path))
     if as_json:
-        click.echo(json.dumps(found.dump(), indent=2, ensure_ascii=False))
-        return
+        print_json(found.dump())
+        sys.exit(FOUND if found.symbols else NOTHING)
     for s in found.symbols:
-        indent = "  " * s.symbol_path.count(" › ")
-        click.echo(f"{s.start_line:>5}-{s.end_line:<5} {indent}{s.kind} {s.name}  —  {s.signature}")
+        if piped():
+            click.echo(f"{s.start_line}\t{s.end_line}\t{s.kind}\t{s.symbol_path}\t{s.signature}")
+        else:
+            indent = "  " * s.symbol_path.count(" › ")
+            click.echo(f"{s.start_line:>5}-{s.end_line:<5} {indent}{s.kind} {s.name}  —  {s.signature}")
     if found.message:
         click.echo(found.message, err=True)
-
-
-def _csv(value: str | None) -> list[str] | None:
-    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+    sys.exit(FOUND if found.symbols else NOTHING)
 
 
 @main.group()
@@ -597,7 +810,7 @@ def token_generate() -> None:
 
 
 @token.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the REST answer as JSON.")
 @api_errors
 def token_list(as_json: bool) -> None:
     """The scoped tokens (never their secrets)."""
@@ -656,7 +869,7 @@ def snapshot_export(file: Path, folders: tuple[str, ...], root: str | None, as_j
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--root", help="Where the snapshot's folders are here (default: where they were exported from).")
 @click.option("--allow-outside-root", is_flag=True, help="Allow folders outside SEMSEARCH_CORPUS_ROOT.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the REST answer as JSON.")
 @api_errors
 def snapshot_import(file: Path, root: str | None, allow_outside_root: bool, as_json: bool) -> None:
     """Verify FILE and swap it in: its folders replace those of the same names; others are kept."""
@@ -694,7 +907,7 @@ def snapshot_show(file: Path, as_json: bool) -> None:
 @main.command("index-status")
 @click.argument("run_id", required=False)
 @click.option("--wait", type=float, default=0, help="Seconds to wait for the run to finish.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the REST answer as JSON.")
 @api_errors
 def index_status(run_id: str | None, wait: float, as_json: bool) -> None:
     """State, progress and summary of a requested index run (the latest one without RUN_ID)."""
@@ -722,7 +935,7 @@ def index_status(run_id: str | None, wait: float, as_json: bool) -> None:
 
 
 @main.command()
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the REST answer as JSON.")
 def config(as_json: bool) -> None:
     """Where config, data and logs live, and every setting with its source (default / env)."""
     config = settings()
@@ -881,19 +1094,18 @@ def env_file(
 
 
 @main.command()
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the REST answer as JSON.")
 def status(as_json: bool) -> None:
-    """What runs where; exits 0 only when the API and the embedder are ready."""
+    """What runs where; exits 0 only when the API and the embedder are ready (else 2)."""
     config = settings()
     try:
         with ApiClient(config) as api:
             st = api.status()
     except ApiError as exc:
-        click.echo(f"semsearch: {exc}", err=True)
-        sys.exit(1)
+        raise Failure(str(exc)) from exc
     ready = st.embedder.ready
     if as_json:
-        click.echo(json.dumps(st.dump(), indent=2))
+        print_json(st.dump())
     else:
         click.echo(f"API       {config.api_url}  (semsearch {st.version})")
         if ready:
@@ -905,6 +1117,9 @@ def status(as_json: bool) -> None:
         click.echo(f"folders   {len(st.folders)}  files {st.files:,}  chunks {st.chunks:,}")
         full_text = "BM25 index" if st.full_text_index else "no BM25 index yet (run `semsearch index`)"
         click.echo(f"indexes   vectors: {st.vector_index}, {full_text}")
+        if st.role != "query":
+            workers = ", ".join(st.workers) or "none (requested runs wait: `semsearch worker` or `semsearch serve`)"
+            click.echo(f"workers   {workers}")
         if st.snapshot:
             origin = st.snapshot
             click.echo(
@@ -915,7 +1130,69 @@ def status(as_json: bool) -> None:
             click.echo(f"notice    {st.notice}")
         for f in st.folders:
             click.echo(f"  {f.name:<20} {f.files:>7,} files {f.chunks:>8,} chunks  {f.path}")
-    sys.exit(0 if ready else 1)
+    sys.exit(FOUND if ready else FAILED)
+
+
+# Shown under each verb's --help and in the CLI reference; every verb has some (tests/test_cli.py).
+EXAMPLES: dict[str, list[str]] = {
+    "search": [
+        'semsearch search "retry with backoff"',
+        'semsearch search "how are tokens checked" --folder api --glob "src/**/*.py" -k 5',
+        'semsearch search "release notes" --since 2026-01-01 --json | jq ".hits[0].filePath"',
+        'semsearch search "PreparedRequest" --files   # one line per file',
+    ],
+    "gather": ['semsearch gather "how does the cache expire" --max-tokens 4000 > context.md'],
+    "grep": ["semsearch grep TODO --glob '*.py'", "semsearch grep -E 'def (get|put)_\\w+' --folder api -k 20"],
+    "symbols": ["semsearch symbols Session.request", "semsearch symbols retry --kind function,method"],
+    "outline": ["semsearch outline src/app/models.py"],
+    "cat": ["semsearch cat src/app/models.py --start 40 --end 80"],
+    "explain": ["semsearch explain node_modules/left-pad/index.js   # which rule skipped it"],
+    "add": ["semsearch add ~/code/api ~/notes", "semsearch add ~/code/api --name api"],
+    "list": ["semsearch list", "semsearch list | cut -f1,4   # names and chunk counts, tab-separated"],
+    "folders": ["semsearch folders --json"],
+    "remove": ["semsearch remove api", "semsearch remove ~/notes --keep-index --yes"],
+    "index": [
+        "semsearch index",
+        "semsearch index ~/code/api/docs --dry-run",
+        "semsearch index --rebuild --yes   # after changing the model or the chunker",
+    ],
+    "index-status": ["semsearch index-status --wait 30"],
+    "status": ["semsearch status", "semsearch status --json | jq .workers"],
+    "mcp": ["semsearch mcp", "semsearch mcp --standalone ~/code/api", "semsearch mcp --http --port 8767"],
+    "scaffold": ["semsearch scaffold . --agent claude", "semsearch scaffold ~/code/api --agent cursor --no-index"],
+    "hook": ["semsearch scaffold . --agent claude --hook   # installs it; Claude Code runs `semsearch hook`"],
+    "token": ["semsearch token create ci --scope read --folder api"],
+    "token create": ["semsearch token create ci --scope read --folder api --folder docs"],
+    "token generate": ['kubectl create secret generic semsearch --from-literal=token="$(semsearch token generate)"'],
+    "token list": ["semsearch token list"],
+    "token revoke": ["semsearch token revoke ci"],
+    "snapshot": ["semsearch snapshot export api.tar --folder api"],
+    "snapshot export": ["semsearch snapshot export api.tar --folder api"],
+    "snapshot import": ["semsearch snapshot import api.tar"],
+    "snapshot show": ["semsearch snapshot show api.tar"],
+    "config": ["semsearch config", "semsearch config --json | jq '.settings[] | select(.source == \"env\")'"],
+    "env-file": ["semsearch env-file && docker compose up -d", "semsearch env-file --lan search.lan --object-storage"],
+    "completion": ['eval "$(semsearch completion bash)"'],
+    "serve": ["semsearch serve", "semsearch serve --watch --port 9000"],
+    "api": ["semsearch api --host 0.0.0.0 --role query"],
+    "embedder": ["semsearch embedder --port 8766"],
+    "worker": ["semsearch worker --watch"],
+    "indexer": ["semsearch indexer   # one pass, exit 0/1 (cron, CI)"],
+}
+
+
+def _attach_examples(group: click.Group, parents: str = "") -> None:
+    for name, command in group.commands.items():
+        key = f"{parents}{name}"
+        lines = EXAMPLES.get(key, [])
+        if lines:
+            # `\b`: click keeps these lines as they are instead of rewrapping them.
+            command.epilog = "\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)
+        if isinstance(command, click.Group):
+            _attach_examples(command, f"{key} ")
+
+
+_attach_examples(main)
 
 
 if __name__ == "__main__":

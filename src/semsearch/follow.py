@@ -29,10 +29,10 @@ NO_WORKER = (
 
 
 def fail(message: str) -> int:
-    """A run that could not be asked for or ended without a summary: one line, the JSON summary, 1."""
+    """A run that could not be asked for or ended without a summary: one line, the JSON summary, 2."""
     print(f"semsearch index: {message}", file=sys.stderr)
     print(json.dumps(RunSummary(errors=[message]).dump()))
-    return 1
+    return 2
 
 
 class Follower:

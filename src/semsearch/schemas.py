@@ -727,3 +727,8 @@ class Status(Wire):
     )
     full_text_index: bool
     snapshot: SnapshotOrigin | None = Field(None, description="Set when the index was imported from a snapshot.")
+    workers: list[str] = Field(
+        default_factory=list,
+        description="Indexer workers polling for runs or running one now (empty on a query replica: "
+        "workers talk to the writer). None: requested runs wait.",
+    )

@@ -176,6 +176,7 @@ class Engine:
             vector_index=store.ann_kind or "flat",
             full_text_index=store.fts_ready,
             snapshot=store.meta.get("snapshot"),
+            workers=self.runs.workers() if settings.role != "query" else [],
         )
 
     # --- answers ---------------------------------------------------------------------------

@@ -118,6 +118,11 @@ log = logging.getLogger("semsearch.api")
 CANCEL_GRACE = timedelta(seconds=30)
 
 
+# A worker long-polls for runs without pause (the API looks for a run 5 times a second while it
+# waits), so one not seen for this long is gone.
+WORKER_SEEN = timedelta(seconds=5)
+
+
 class Runs:
     def __init__(
         self,
@@ -140,8 +145,16 @@ class Runs:
         self._written = threading.Lock()
         self._copies = self._last_written = 0
         self._published_at = 0.0
+        self._seen: dict[str, datetime] = {}  # worker -> when it last asked for a run or reported
         if self._shared is not None:
             self._load(self._shared)
+
+    def workers(self, within: timedelta = WORKER_SEEN) -> list[str]:
+        """The workers that asked for a run or reported on one lately: someone will take a run."""
+        cutoff = self.now() - within
+        with self._cond:
+            busy = {r.worker for r in self._runs.values() if r.state == "running" and r.worker}
+            return sorted(busy | {name for name, at in self._seen.items() if at >= cutoff})
 
     def _load(self, shared: SharedDocument) -> None:
         found = shared.load() or []
@@ -256,6 +269,7 @@ class Runs:
     def try_claim(self, worker: str) -> Run | None:
         """The oldest queued run, now running for `worker`; None if nothing is queued."""
         with self._cond:
+            self._seen[worker] = self.now()
             run = next((r for r in self._runs.values() if r.state == "queued"), None)
             if run is None:
                 return None
