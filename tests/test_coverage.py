@@ -86,5 +86,5 @@ def test_the_note_reaches_mcp_gather_and_the_cli(harbour: tuple[Stack, Path]) ->
     assert any(t.startswith("skipped:") for t in texts[1:]), texts
     assert found.structured_content["coverage"].startswith("skipped:")
     assert "_Coverage: skipped:" in gathered.content[0].text
-    table = stack.cli("search", "who boards the ships", "--min-score", "-1").stdout
-    assert "coverage: skipped:" in table
+    table = stack.cli("search", "who boards the ships", "--min-score", "-1")
+    assert "coverage: skipped:" in table.stderr

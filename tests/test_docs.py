@@ -106,7 +106,7 @@ def test_the_getting_started_page_works_as_written(tmp_path: Path) -> None:
                     assert run.returncode == 0, f"{line}\n{run.stderr[-3000:]}"
                     seen.append(" ".join(argv[:2]) if argv[0] == "semsearch" else argv[0])
                     if "--json" in argv:
-                        hits = json.loads(run.stdout)
+                        hits = json.loads(run.stdout)["hits"]
                         assert hits[0]["relPath"] == "src/retry.py", hits
         assert seen == [
             "install",

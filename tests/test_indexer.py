@@ -312,7 +312,7 @@ def test_a_second_writer_is_refused_while_the_first_holds_the_folder(stack: Stac
         lease = http.post("/v1/folders/workspace/lease", json={"holder": "another indexer"}).json()
         try:
             result = stack.cli("index", str(repo), check=False)
-            assert result.returncode == 1
+            assert result.returncode == 2
             assert "being indexed by another indexer" in result.stderr
         finally:
             http.delete(f"/v1/folders/workspace/lease/{lease['id']}")
@@ -328,7 +328,7 @@ def test_requested_runs_are_picked_up_by_a_worker(stack: Stack, tmp_path: Path) 
     try:
         with stack.http() as http:
             run = http.post("/v1/runs", json={"folder": "requested"}).json()
-            assert run["state"] == "queued"
+            assert run["state"] in ("queued", "running")  # the stack's own worker thread may take it at once
             done = http.get(f"/v1/runs/{run['id']}", params={"wait": 60}).json()
             assert done["state"] == "done", done
             assert done["summary"]["filesProcessed"] == 1

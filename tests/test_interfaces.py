@@ -386,7 +386,7 @@ def test_cli_verbs_speak_json(stack: Stack, project: Path) -> None:
     assert grep["matches"][0]["line"] == 4
     assert stack.cli("grep", "NO_SUCH_TEXT_ANYWHERE", check=False).returncode == 1
     refused = stack.cli("cat", str(project / ".env"), check=False)
-    assert refused.returncode == 1 and "ENV_SECRET_MARKER" not in refused.stdout + refused.stderr
+    assert refused.returncode == 2 and "ENV_SECRET_MARKER" not in refused.stdout + refused.stderr
     config = json.loads(stack.cli("config", "--json").stdout)
     data_dir = next(s for s in config["settings"] if s["name"] == "data_dir")
     assert data_dir["source"] == "env" and data_dir["value"] == str(stack.data_dir)

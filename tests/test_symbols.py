@@ -161,15 +161,20 @@ def test_search_hits_carry_the_symbol_path(stack: Stack, repos: Path) -> None:
 
 
 def test_cli_symbols_and_outline(stack: Stack, repos: Path) -> None:
-    found = stack.cli("symbols", "cache_setup").stdout.splitlines()
-    assert found[0].startswith("repos · bash/git-subtree.sh:") and "function  cache_setup" in found[0]
+    found = stack.cli("symbols", "cache_setup").stdout.splitlines()  # piped: tab-separated
+    path, start, end, kind, name, _ = found[0].split("\t")
+    assert path == str(repos / "bash/git-subtree.sh") and (kind, name) == ("function", "cache_setup")
+    assert 0 < int(start) <= int(end)
     as_json = json.loads(stack.cli("symbols", "JSONDecoder", "--kind", "class", "--json").stdout)
     assert as_json["symbols"][0]["relPath"] == "python/json/decoder.py"
     missing = stack.cli("symbols", "zzzqqq_nothing", check=False)
     assert missing.returncode == 1 and "no symbol named like" in missing.stderr
-    outline = stack.cli("outline", str(repos / "go/persistent-https/client.go")).stdout.splitlines()
-    assert any(line.split()[1:3] == ["type", "Client"] for line in outline)
-    assert any("  method Run  —  func (c *Client) Run()" in line for line in outline), outline
+    listed = stack.cli("outline", str(repos / "go/persistent-https/client.go")).stdout.splitlines()
+    outline = [line.split("\t") for line in listed]
+    assert any(row[2:4] == ["type", "Client"] for row in outline), outline
+    assert any(
+        row[2:4] == ["method", "Client › Run"] and row[4].startswith("func (c *Client) Run()") for row in outline
+    )
     refused = stack.cli("outline", "/etc/passwd", check=False)
     assert refused.returncode != 0 and "outside the indexed folders" in refused.stderr
 
