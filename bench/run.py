@@ -29,6 +29,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from semsearch import timing
 from semsearch.config import Compute, Settings
 from semsearch.corpus.discovery import FileList
 from semsearch.corpus.extract import Unindexable, extract
@@ -225,16 +226,22 @@ def add_folder(env: dict[str, str], path: Path, name: str) -> None:
 
 
 def query_latency(url: str, queries: list[str], clients: int = 1, mode: str = "hybrid") -> dict[str, Any]:
+    """Percentiles over the queries, and each stage's median from the API's Server-Timing header
+    (so a slower release names the stage that slowed)."""
     samples: list[float] = []
+    stages: dict[str, list[float]] = {}
     lock = threading.Lock()
 
     def worker(qs: list[str]) -> None:
         with httpx.Client(base_url=url, timeout=60) as http:
             for q in qs:
                 started = time.perf_counter()
-                http.post("/v1/search", json={"query": q, "k": 10, "mode": mode}).raise_for_status()
+                answer = http.post("/v1/search", json={"query": q, "k": 10, "mode": mode})
+                answer.raise_for_status()
                 with lock:
                     samples.append(time.perf_counter() - started)
+                    for stage, ms in timing.parse(answer.headers.get(timing.HEADER)).items():
+                        stages.setdefault(stage, []).append(ms)
 
     with httpx.Client(base_url=url, timeout=60) as http:  # warm caches: steady state, not first touch
         for q in queries[:5]:
@@ -243,7 +250,13 @@ def query_latency(url: str, queries: list[str], clients: int = 1, mode: str = "h
     with ThreadPoolExecutor(clients) as pool:
         list(pool.map(worker, [queries[i::clients] for i in range(clients)]))
     wall = time.perf_counter() - started
-    return percentiles(samples) | {"qps": round(len(samples) / wall, 1), "clients": clients}
+    medians = {stage: round(statistics.median(values), 2) for stage, values in stages.items()}
+    return percentiles(samples) | {"qps": round(len(samples) / wall, 1), "clients": clients, "stagesP50_ms": medians}
+
+
+def stage_line(entry: dict[str, Any]) -> str:
+    """`embed 5.1 · vector 2.3 · … · total 9.8` (medians, ms): where a query's time goes."""
+    return " · ".join(f"{stage} {ms}" for stage, ms in entry.get("stagesP50_ms", {}).items())
 
 
 def synthetic_table(env: dict[str, str], source_index: Path, rows: int, folder: Path) -> np.ndarray:
@@ -660,6 +673,8 @@ def report() -> None:
         rows.append(
             (f"query {key} p50/p95/p99 ms", f"{seq['p50_ms']}/{seq['p95_ms']}/{seq['p99_ms']}", "100k: ≤25/–/≤60")
         )  # noqa: E501
+        if seq.get("stagesP50_ms"):
+            rows.append((f"  stages p50 ms {key}", stage_line(seq), "the stage a regression is in"))
         if "concurrent8" in entry:
             c8 = entry["concurrent8"]
             rows.append((f"query {key} 8 clients p50/p99 ms, qps", f"{c8['p50_ms']}/{c8['p99_ms']}, {c8['qps']}", ""))

@@ -56,6 +56,7 @@ from .run import (
     query_latency,
     rss_peak_mb,
     run_index,
+    stage_line,
     synthetic_row,
     synthetic_table,
 )
@@ -234,6 +235,8 @@ def side_by_side(local: dict[str, str], remote: dict[str, str], queries: list[st
         samples["objectStore"].append(query_latency(remote["SEMSEARCH_URL"], queries))
     out = {k: {"p50_ms": statistics.median(r["p50_ms"] for r in v), "p99_ms": statistics.median(r["p99_ms"] for r in v)}
            for k, v in samples.items()}  # fmt: skip
+    for key, rounds_of in samples.items():  # the last round's stage medians: where the extra time goes
+        out[key]["stagesP50_ms"] = rounds_of[-1].get("stagesP50_ms", {})
     out["p50Ratio"] = round(out["objectStore"]["p50_ms"] / out["local"]["p50_ms"], 2)
     out["p99Ratio"] = round(out["objectStore"]["p99_ms"] / out["local"]["p99_ms"], 2)
     return out
@@ -375,6 +378,9 @@ def report() -> None:
         t.add_row("100k, query p50 / p99: object storage",
                   f"{s['objectStore']['p50_ms']} / {s['objectStore']['p99_ms']} ms "
                   f"({s['p50Ratio']} × / {s['p99Ratio']} ×)")  # fmt: skip
+        for where in ("local", "objectStore"):
+            if s[where].get("stagesP50_ms"):
+                t.add_row(f"   stages p50 ms, {where}", stage_line(s[where]))
         t.add_row("100k, build: local / object storage",
                   f"{obj['local']['buildSeconds']} / {obj['objectStore']['buildSeconds']} s")  # fmt: skip
         t.add_row("100k, ANN recall@10: local / object storage",
@@ -390,6 +396,8 @@ def report() -> None:
         t.add_row(f"{entry['chunks']:,} chunks: p50 / p99, RSS serving, recall@10",
                   f"{seq['p50_ms']} / {seq['p99_ms']} ms, {entry['apiServingPeakRssMb']} MB, "
                   f"{entry['annRecallAt10']}")  # fmt: skip
+        if seq.get("stagesP50_ms"):
+            t.add_row("   stages p50 ms", stage_line(seq))
         for alt in entry.get("alternatives", []):
             t.add_row(f"   refine {alt['refine']}, nprobes {alt['nprobes'] or 'default'}",
                       f"recall {alt['recallAt10']}, {alt['p50_ms']} ms")  # fmt: skip

@@ -14,7 +14,7 @@ from semsearch.schemas import GatherRequest, GrepRequest, SearchRequest
 # What only the CLI has: output shape (`--json`), and a spelling folded into a field (`--files`
 # sets `group`); the flags every verb shares (`--limit`, `--folder`, `--glob`) fill the field
 # SHARED_FLAGS names for each verb.
-OUTPUT_ONLY = {"as_json", "group_files"}
+OUTPUT_ONLY = {"as_json", "group_files", "timing"}
 
 
 @pytest.mark.parametrize(

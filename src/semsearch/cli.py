@@ -595,6 +595,7 @@ def explain(path: str, as_json: bool) -> None:
 @click.option("--boost", "boosts", multiple=True, metavar="GLOB=FACTOR",
               help="Multiply the score of paths matching GLOB, e.g. '**/tests/**=0.8' (repeatable).")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the REST answer (hits, coverage, message) as JSON.")
+@click.option("--timing", is_flag=True, help="Say where the time went (embed, vector, lexical, fuse, …) on stderr.")
 @api_errors
 def search(
     query: str,
@@ -604,6 +605,7 @@ def search(
     as_json: bool,
     group_files: bool,
     boosts: tuple[str, ...],
+    timing: bool,
     **options: Any,
 ) -> None:
     """Find the chunks most relevant to QUERY."""
@@ -622,6 +624,8 @@ def search(
     request = SearchRequest.model_validate(params)  # an invalid value: one line naming its flag (Verb)
     with ApiClient(settings()) as api:
         response = api.search(request)
+    if timing:
+        click.echo("timing: " + "  ".join(f"{stage} {ms:.1f} ms" for stage, ms in api.last_timings.items()), err=True)
     if response.query_note:
         click.echo(f"note: {response.query_note}", err=True)
     if as_json:

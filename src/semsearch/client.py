@@ -13,6 +13,7 @@ from urllib.parse import quote
 
 import httpx
 
+from semsearch import timing
 from semsearch.config import Settings
 from semsearch.schemas import (
     SNAPSHOT_MANIFEST,
@@ -99,6 +100,7 @@ class ApiClient:
         self._http: httpx.Client = http or httpx.Client(
             base_url=self.url, auth=_Bearer(secret), timeout=settings.api_timeout_s
         )
+        self.last_timings: dict[str, float] = {}  # the last answer's Server-Timing stages, in ms
 
     def close(self) -> None:
         self._http.close()
@@ -115,6 +117,7 @@ class ApiClient:
         except httpx.TransportError as exc:
             raise self._unreachable(exc) from exc
         self._check(response)
+        self.last_timings = timing.parse(response.headers.get(timing.HEADER))
         return None if response.status_code == 204 else response.json()
 
     def _unreachable(self, exc: httpx.TransportError) -> ApiUnreachable:

@@ -42,6 +42,7 @@ from semsearch.schemas import (
     SearchResponse,
     Status,
 )
+from semsearch.timing import Timings
 from semsearch.version import __version__
 
 log = logging.getLogger("semsearch.engine")
@@ -181,9 +182,11 @@ class Engine:
 
     # --- answers ---------------------------------------------------------------------------
 
-    def search(self, request: SearchRequest) -> SearchResponse:
-        return self.searcher.search(request)
+    def search(self, request: SearchRequest, timings: Timings | None = None) -> SearchResponse:
+        return self.searcher.search(request, timings)
 
-    def gather(self, request: GatherRequest, registry: FolderRegistry | None = None) -> GatherResponse:
+    def gather(
+        self, request: GatherRequest, registry: FolderRegistry | None = None, timings: Timings | None = None
+    ) -> GatherResponse:
         """`registry`: the caller's view of the folders; context lines are read through it."""
-        return gathering.gather(request, self.searcher, registry or self.registry)
+        return gathering.gather(request, self.searcher, registry or self.registry, timings)

@@ -9,12 +9,15 @@ is spent, and the block says how many were left out.
 
 from __future__ import annotations
 
+import time
+
 from semsearch.config import Settings
 from semsearch.corpus import files
 from semsearch.corpus.folders import FolderRegistry
 from semsearch.engine.retrieval import SearchEngine
-from semsearch.schemas import GatherRequest, GatherResponse, Hit, SearchRequest
+from semsearch.schemas import GatherRequest, GatherResponse, Hit, SearchRequest, SearchResponse
 from semsearch.text import escape_invisible, fence_for, one_line
+from semsearch.timing import Timings
 
 FENCE_LANGUAGES = {
     "py": "python", "js": "javascript", "ts": "typescript", "tsx": "tsx", "kt": "kotlin", "dart": "dart",
@@ -51,10 +54,23 @@ def with_context(hit: Hit, lines: int, folders: FolderRegistry, settings: Settin
     return "\n".join(opened.lines[start - 1 : end]), start
 
 
-def gather(request: GatherRequest, engine: SearchEngine, folders: FolderRegistry) -> GatherResponse:
+def gather(
+    request: GatherRequest, engine: SearchEngine, folders: FolderRegistry, timings: Timings | None = None
+) -> GatherResponse:
     """`folders`: the registry as the caller's token sees it; context lines are read through it."""
     search_fields = set(SearchRequest.model_fields)
-    result = engine.search(SearchRequest(**request.model_dump(include=search_fields)))
+    timings = timings or Timings()
+    result = engine.search(SearchRequest(**request.model_dump(include=search_fields)), timings)
+    packing = time.perf_counter()
+    try:
+        return _pack(request, result, engine, folders)
+    finally:
+        timings.add("pack", time.perf_counter() - packing)
+
+
+def _pack(
+    request: GatherRequest, result: SearchResponse, engine: SearchEngine, folders: FolderRegistry
+) -> GatherResponse:
     settings, embedder = engine.settings, engine.embedder
     note = f"_Note: {result.query_note}_\n\n" if result.query_note else ""
     covered = result.coverage.note if result.coverage and result.coverage.note else None

@@ -28,6 +28,7 @@ from semsearch.engine.guard import Guarded, guard
 from semsearch.engine.lexical import query_terms
 from semsearch.engine.store import ModelMismatch, Store
 from semsearch.schemas import ArmHit, Arms, Hit, SearchRequest, SearchResponse
+from semsearch.timing import Timings
 
 HIDDEN = set(filters.HIDDEN_STATUSES)
 # The BM25 arm needs no vector, so it starts before the query embedding and runs beside it and
@@ -57,9 +58,11 @@ class SearchEngine:
     settings: Settings
     coverage: CoverageCache = field(default_factory=CoverageCache)
 
-    def search(self, request: SearchRequest) -> SearchResponse:
-        """A search, and what it could not cover (stale and skipped files in its scope)."""
-        response = search(request, self.store, self.embedder, self.folders, self.settings)
+    def search(self, request: SearchRequest, timings: Timings | None = None) -> SearchResponse:
+        """A search, and what it could not cover (stale and skipped files in its scope); `timings`
+        records where its time went (the API's Server-Timing header)."""
+        timings = timings or Timings()
+        response = search(request, self.store, self.embedder, self.folders, self.settings, timings)
         scope = [f for f in self.folders.all() if not request.folder or f.name in request.folder]
         globs = filters.glob_matcher(request.path_glob) if request.path_glob else None
         exts = tuple("." + e.lower().lstrip(".") for e in request.ext or [])
@@ -68,16 +71,24 @@ class SearchEngine:
             return (globs is None or globs(path)) and (not exts or path.lower().endswith(exts))
 
         limited = globs is not None or bool(exts)
-        response.coverage = self.coverage.coverage(self.store, scope, in_scope if limited else None)
+        with timings.stage("coverage"):
+            response.coverage = self.coverage.coverage(self.store, scope, in_scope if limited else None)
         return response
 
 
 def search(
-    request: SearchRequest, store: Store, embedder: Embedder, folders: FolderRegistry, settings: Settings
+    request: SearchRequest,
+    store: Store,
+    embedder: Embedder,
+    folders: FolderRegistry,
+    settings: Settings,
+    timings: Timings | None = None,
 ) -> SearchResponse:
     """The one ranking path: filters inside both arms, one fusion (`fuse`), abstention, provenance."""
     started = time.perf_counter()
-    store.refresh()  # a query replica: what the writer committed since
+    timings = timings or Timings()
+    with timings.stage("refresh"):
+        store.refresh()  # a query replica: what the writer committed since
     registered = {f.name: f.path for f in folders.all()}
     unknown = sorted(set(request.folder or []) - set(registered))
     if unknown:
@@ -94,19 +105,26 @@ def search(
         pool *= 2  # several chunks of one file compete for one place
     guarded = Guarded(request.query, None)
     if settings.query_guard:
-        guarded = guard(request.query, lambda text: embedder.count_tokens([text])[0], settings.chunk_max_tokens)
+        with timings.stage("guard"):
+            guarded = guard(request.query, lambda text: embedder.count_tokens([text])[0], settings.chunk_max_tokens)
     query = guarded.used
     lexical_arm: Future[tuple[list[str], list[dict[str, Any]]]] | None = None
     if mode != "vector":
-        lexical_arm = _LEXICAL_ARM.submit(_lexical_arm, query, mode, store, pool, where, settings)
-    vector, model_id = embedder.embed_query(query)
+        lexical_arm = _LEXICAL_ARM.submit(_lexical_arm, query, mode, store, pool, where, settings, timings)
+    with timings.stage("embed"):
+        vector, model_id = embedder.embed_query(query)
     if store.model_id is not None and model_id != store.model_id:
         raise ModelMismatch(
             f"the index was built with {store.model_id} but the embedder serves {model_id}; "
             "rebuild the index with `semsearch index --rebuild`"
         )
-    vector_rows = store.vector_search(vector, pool, where) if mode != "lexical" else []
-    terms, lexical_rows = lexical_arm.result() if lexical_arm is not None else ([], [])
+    vector_rows: list[dict[str, Any]] = []
+    if mode != "lexical":
+        with timings.stage("vector"):
+            vector_rows = store.vector_search(vector, pool, where)
+    with timings.stage("lexicalWait"):  # what the BM25 arm still needed once the vector arm was done
+        terms, lexical_rows = lexical_arm.result() if lexical_arm is not None else ([], [])
+    fusing = time.perf_counter()
 
     rows: dict[str, dict[str, Any]] = {}
     for row in lexical_rows:
@@ -126,6 +144,8 @@ def search(
         text_of=lambda chunk_id: rows[chunk_id]["text"],
     )
     fused, exact = ranking.fused, ranking.exact
+    timings.add("fuse", time.perf_counter() - fusing)
+    selecting = time.perf_counter()
 
     hits: list[Hit] = []
     per_file: Counter[str] = Counter()
@@ -150,6 +170,7 @@ def search(
     message = None
     if not hits:
         message = _why_empty(rows, best, min_score, clauses, store, registered)
+    timings.add("select", time.perf_counter() - selecting)
     arms = None
     if request.arms:
         arms = Arms(
@@ -175,12 +196,14 @@ def search(
 
 
 def _lexical_arm(
-    query: str, mode: str, store: Store, pool: int, where: str, settings: Settings
+    query: str, mode: str, store: Store, pool: int, where: str, settings: Settings, timings: Timings
 ) -> tuple[list[str], list[dict[str, Any]]]:
     terms = query_terms(query)
     if mode == "hybrid" and settings.lexical_max_doc_freq < 1.0:
-        terms = informative_terms(terms, store, settings.lexical_max_doc_freq)
-    return terms, store.lexical_search(terms, pool, where)
+        with timings.stage("terms"):  # document frequencies: which query terms say something
+            terms = informative_terms(terms, store, settings.lexical_max_doc_freq)
+    with timings.stage("lexical"):
+        return terms, store.lexical_search(terms, pool, where)
 
 
 def _arm_hit(row: dict[str, Any]) -> ArmHit:
