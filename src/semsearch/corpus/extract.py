@@ -1,4 +1,5 @@
-"""Reads one file safely and turns it into text: plain text, Markdown, PDF (by page) or DOCX.
+"""Reads one file safely and turns it into text: plain text, Markdown, reStructuredText, AsciiDoc,
+HTML, PDF (by page) or DOCX.
 
 A file that cannot be read raises `Unindexable` with a short reason the run summary
 counts (binary, too-large, corrupt, encrypted, unreadable); the run goes on.
@@ -16,10 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
 
+from semsearch.corpus import markup
 from semsearch.corpus.secrets import redact
 from semsearch.limits import MAX_DOCX_XML_BYTES
 
 MARKDOWN_EXTENSIONS = frozenset({"md", "markdown", "mdx"})
+# Markup whose sections become Markdown headings (corpus/markup.py): line for line for the first
+# two, so a hit's lines point into the file; HTML as its visible text.
+RST_EXTENSIONS = frozenset({"rst", "rest"})
+ASCIIDOC_EXTENSIONS = frozenset({"adoc", "asciidoc", "asc"})
+HTML_EXTENSIONS = frozenset({"html", "htm", "xhtml"})
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 
 
@@ -85,7 +92,10 @@ def extract(path: Path, max_bytes: int, redact_secrets: bool = True) -> Document
     else:
         if b"\x00" in data[:4096]:
             raise Unindexable("binary", f"{path}: contains NUL bytes (binary)")
-        segments = [Segment(data.decode("utf-8", errors="replace"))]
+        text = data.decode("utf-8", errors="replace")
+        if ext in RST_EXTENSIONS or ext in ASCIIDOC_EXTENSIONS or ext in HTML_EXTENSIONS:
+            text, markdown = structured(ext, text), True
+        segments = [Segment(text)]
     redacted = 0
     if redact_secrets:
         cleaned = []
@@ -95,6 +105,17 @@ def extract(path: Path, max_bytes: int, redact_secrets: bool = True) -> Document
             redacted += count
         segments = cleaned
     return Document(segments, markdown, hashlib.sha256(data).hexdigest(), st.st_mtime_ns, st.st_size, redacted)
+
+
+def structured(ext: str, text: str) -> str:
+    """RST, AsciiDoc and HTML with their sections as Markdown headings (other text as it is)."""
+    if ext in RST_EXTENSIONS:
+        return markup.rst_headings(text)
+    if ext in ASCIIDOC_EXTENSIONS:
+        return markup.asciidoc_headings(text)
+    if ext in HTML_EXTENSIONS:
+        return markup.html_text(text)
+    return text
 
 
 def _pdf(path: Path, data: bytes) -> list[Segment]:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from semsearch.config import Settings
 from semsearch.corpus.discovery import FileList
+from semsearch.corpus.extract import HTML_EXTENSIONS, structured
 from semsearch.corpus.folders import FolderRegistry, RegisteredFolder, inside
 from semsearch.corpus.secrets import redact
 from semsearch.limits import LIST_REUSE_S, MAX_READ_BYTES
@@ -98,6 +99,9 @@ def read(path: str, folders: FolderRegistry, settings: Settings) -> OpenedFile:
     if len(data) > MAX_READ_BYTES:
         raise Refused(f"{folder.name}/{rel} is larger than {MAX_READ_BYTES:,} bytes; read it with a line range")
     text = data.decode("utf-8", errors="replace")
+    ext = rel.rsplit(".", 1)[-1].lower() if "." in os.path.basename(rel) else ""
+    if ext in HTML_EXTENSIONS:  # the text the index holds, so a hit's lines are the lines shown
+        text = structured(ext, text)
     if settings.redact_secrets:
         text = redact(text)[0]  # the same text the index holds: a read never reveals more than a search
     return OpenedFile(folder, rel, os.path.join(folder.path, rel), lines(text))
