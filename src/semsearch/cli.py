@@ -149,7 +149,7 @@ def service_part(module: str, extra: str) -> Any:
 
 # `semsearch --help` lists the verbs under these headings; each verb is under exactly one.
 SECTIONS = {
-    "Search and read": ["search", "gather", "grep", "symbols", "outline", "cat", "explain"],
+    "Search and read": ["search", "gather", "grep", "symbols", "outline", "cat", "explain", "eval"],
     "Folders and indexing": ["add", "list", "folders", "remove", "index", "index-status", "status"],
     "Agents": ["mcp", "scaffold", "hook"],
     "Administration": ["token", "snapshot", "config", "env-file", "completion"],
@@ -437,6 +437,75 @@ def list_(as_json: bool) -> None:
 def folders_(as_json: bool) -> None:
     """Same as `list` (the MCP tool's name)."""
     _list(as_json)
+
+
+@main.command("eval")
+@click.argument("questions", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--qrels", type=click.Path(dir_okay=False, path_type=Path),
+              help="BEIR layout: QUESTIONS is queries.jsonl and this the qrels TSV (ids are file names).")  # fmt: skip
+@click.option("--mode", "modes", multiple=True, type=click.Choice(["hybrid", "vector", "lexical"]),
+              help="Modes to score (repeatable; default: all three).")  # fmt: skip
+@count_option(100, "results per question (Recall@k is at this depth)")
+@folder_option
+@click.option("--compare", "arms", multiple=True, metavar="NAME=JSON",
+              help="Another arm: search fields to change, e.g. 'plain={\"pathBoosts\": {}}' (repeatable).")  # fmt: skip
+@click.option("--worst", type=int, default=5, show_default=True, help="List this many of the worst questions.")
+@click.option("--run-file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the first arm's hybrid ranking as a TREC run (for any standard scorer).")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print every figure, per arm, mode and question, as JSON.")
+@api_errors
+def eval_(
+    questions: Path,
+    qrels: Path | None,
+    modes: tuple[str, ...],
+    limit: int,
+    folders: tuple[str, ...],
+    arms: tuple[str, ...],
+    worst: int,
+    run_file: Path | None,
+    as_json: bool,
+) -> None:
+    """Score search on your own questions: MRR@10, nDCG@10 and Recall@k per mode, worst questions first."""
+    from semsearch import evaluate
+
+    try:
+        asked, by_id = evaluate.load(questions, qrels)
+    except evaluate.EvalInputError as exc:
+        raise click.UsageError(str(exc)) from exc
+    compared: dict[str, dict[str, Any]] = {"default": {}}
+    for arm in arms:
+        name, _, body = arm.partition("=")
+        try:
+            overrides = json.loads(body)
+        except ValueError:
+            overrides = None
+        if not name or not isinstance(overrides, dict):
+            raise click.UsageError(f"--compare {arm!r}: write NAME=JSON, e.g. 'plain={{\"pathBoosts\": {{}}}}'")
+        compared[name] = overrides
+    base = {"folder": listed(folders)} if folders else {}
+    results: dict[str, list[Any]] = {}
+    runs: dict[str, dict[str, list[str]]] = {}
+    with ApiClient(settings()) as api:
+        for index, (name, overrides) in enumerate(compared.items()):
+            results[name] = evaluate.evaluate(api, asked, by_id, modes or evaluate.MODES, limit, base | overrides,
+                                              runs if index == 0 else None)  # fmt: skip
+    if run_file is not None:
+        run_file.write_text(evaluate.trec_run(runs.get("hybrid") or next(iter(runs.values())), "semsearch"))
+    if as_json:
+        print_json({name: [r.summary() | {"perQuestion": {q: vars(s) for q, s in r.per_question.items()}}
+                           for r in reports] for name, reports in results.items()})  # fmt: skip
+        return
+    header = ["arm", "mode", "questions", "MRR@10", "nDCG@10", f"Recall@{limit}"]
+    rows_out(header, [[name, r.mode, str(len(r.per_question)), f"{r.mean('mrr10'):.4f}", f"{r.mean('ndcg10'):.4f}",
+                       f"{r.mean('recall'):.4f}"] for name, reports in results.items() for r in reports])  # fmt: skip
+    first = results["default"][0]
+    texts = {q.id: q.text for q in asked}
+    hardest = sorted(first.per_question.items(), key=lambda item: (item[1].ndcg10, item[0]))[:worst]
+    if hardest:
+        click.echo(f"worst questions ({first.mode}):", err=True)
+        for qid, s in hardest:
+            where = f"first answer at rank {s.first_relevant}" if s.first_relevant else f"no answer in the top {limit}"
+            click.echo(f"  nDCG@10 {s.ndcg10:.3f}  {where}  {qid}: {texts[qid][:90]}", err=True)
 
 
 def _list(as_json: bool) -> None:
@@ -1182,6 +1251,11 @@ EXAMPLES: dict[str, list[str]] = {
     "embedder": ["semsearch embedder --port 8766"],
     "worker": ["semsearch worker --watch"],
     "indexer": ["semsearch indexer   # one pass, exit 0/1 (cron, CI)"],
+    "eval": [
+        'semsearch eval questions.jsonl   # {"question": "…", "answers": ["docs/auth.md", "src/retry.py:40-72"]}',
+        "semsearch eval queries.jsonl --qrels qrels.tsv --mode hybrid --run-file run.trec",
+        "semsearch eval questions.jsonl --compare 'no-boosts={\"pathBoosts\": {}}'",
+    ],
 }
 
 
