@@ -708,7 +708,7 @@ def search(
     rows = []
     for hit in response.hits:
         preview = " ".join(hit.text.split())[:80]
-        where = f"{hit.start_line}-{hit.end_line}" + (f" p.{hit.page}" if hit.page else "")
+        where = f"{hit.start_line}-{hit.end_line}" + (f" {hit.location}" if hit.location else "")
         name = f"{hit.folder}/{hit.rel_path}" + (" (stale)" if hit.stale else "")
         if hit.heading and not piped():
             preview = f"[{hit.kind + ' ' if hit.kind else ''}{hit.heading}] {preview}"

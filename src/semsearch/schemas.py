@@ -400,7 +400,8 @@ class HitSummary(Wire):
     rel_path: str
     start_line: int
     end_line: int
-    page: int | None = None
+    page: int | None = Field(None, description="The PDF page, or the notebook cell, the chunk is on.")
+    location: str | None = Field(None, description="That place in words: `page 3`, `cell 12`; None for other files.")
     heading: str | None = Field(None, description="Markdown heading breadcrumb, or code's symbol path (`A › b`).")
     kind: str | None = Field(None, description="Code: what the chunk holds (function, method, class, …).")
     text: str

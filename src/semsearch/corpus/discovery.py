@@ -76,7 +76,7 @@ SECRET_ALLOWED = ("*.example", "*.sample", "*.template", "*.dist")
 VCS_DIRS = frozenset({".git", ".hg", ".svn"})
 
 # Formats whose size says little about their text; they get their own, larger limit.
-DOCUMENT_EXTENSIONS = frozenset({"pdf", "docx"})
+DOCUMENT_EXTENSIONS = frozenset({"pdf", "docx", "ipynb"})  # a notebook's outputs can be megabytes
 
 INDEXIGNORE = ".indexignore"
 # The corpus is often owned by another user than the service (containers, a shared server):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import logging
 import os
 import stat
@@ -27,6 +28,7 @@ MARKDOWN_EXTENSIONS = frozenset({"md", "markdown", "mdx"})
 RST_EXTENSIONS = frozenset({"rst", "rest"})
 ASCIIDOC_EXTENSIONS = frozenset({"adoc", "asciidoc", "asc"})
 HTML_EXTENSIONS = frozenset({"html", "htm", "xhtml"})
+NOTEBOOK_EXTENSIONS = frozenset({"ipynb"})
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 
 
@@ -41,7 +43,8 @@ class Unindexable(Exception):
 @dataclass(frozen=True)
 class Segment:
     text: str
-    page: int | None = None  # 1-based PDF page; None for other formats
+    page: int | None = None  # 1-based PDF page or notebook cell; None for other formats
+    code: bool = False  # a notebook's code cell: no Markdown headings inside
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,9 @@ class Document:
     mtime_ns: int
     size: int
     redacted: int = 0  # secrets replaced by [REDACTED:…] before anything else sees the text
+    # Cells of one text: line numbers run on across segments (one blank line between them), as
+    # in `notebook_text`, which `cat` shows; a PDF's pages each count from line 1.
+    continuous: bool = False
 
 
 def read_bytes(path: Path, max_bytes: int) -> tuple[bytes, os.stat_result]:
@@ -82,8 +88,11 @@ def extract(path: Path, max_bytes: int, redact_secrets: bool = True) -> Document
     data, st = read_bytes(path, max_bytes)
     ext = path.suffix.lower().lstrip(".")
     markdown = ext in MARKDOWN_EXTENSIONS
+    continuous = False
     if ext == "pdf":
         segments = _pdf(path, data)
+    elif ext in NOTEBOOK_EXTENSIONS:
+        segments, markdown, continuous = notebook_cells(path, data), True, True
     elif ext == "docx":
         try:
             segments, markdown = [Segment(_docx(path, data))], True
@@ -101,10 +110,11 @@ def extract(path: Path, max_bytes: int, redact_secrets: bool = True) -> Document
         cleaned = []
         for segment in segments:
             text, count = redact(segment.text)
-            cleaned.append(Segment(text, segment.page))
+            cleaned.append(Segment(text, segment.page, segment.code))
             redacted += count
         segments = cleaned
-    return Document(segments, markdown, hashlib.sha256(data).hexdigest(), st.st_mtime_ns, st.st_size, redacted)
+    digest = hashlib.sha256(data).hexdigest()
+    return Document(segments, markdown, digest, st.st_mtime_ns, st.st_size, redacted, continuous)
 
 
 def structured(ext: str, text: str) -> str:
@@ -116,6 +126,41 @@ def structured(ext: str, text: str) -> str:
     if ext in HTML_EXTENSIONS:
         return markup.html_text(text)
     return text
+
+
+def notebook_cells(path: Path, data: bytes) -> list[Segment]:
+    """A Jupyter notebook's Markdown and code cells, numbered as Jupyter shows them (from 1);
+    outputs, attachments and widget state are not indexed (they are results, not the notebook's
+    text, and often megabytes of images)."""
+    try:
+        notebook = json.loads(data)
+        cells = notebook.get("cells") if isinstance(notebook, dict) else None
+        if not isinstance(cells, list):
+            raise ValueError("no `cells` list (nbformat 4 is needed)")
+        segments = []
+        for number, cell in enumerate(cells, start=1):
+            if not isinstance(cell, dict) or cell.get("cell_type") not in ("markdown", "code"):
+                continue  # raw cells and anything unknown
+            source = cell.get("source", "")
+            text = "".join(source) if isinstance(source, list) else str(source)
+            if text.strip():
+                segments.append(Segment(text.rstrip("\n"), number, cell["cell_type"] == "code"))
+        return segments
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise Unindexable("corrupt", f"{path}: not a readable notebook ({type(exc).__name__}: {exc})") from exc
+
+
+def notebook_text(segments: list[Segment]) -> str:
+    """The cells as one text, a blank line between two: what `cat` shows, and what a notebook
+    hit's line numbers count in."""
+    return "\n\n".join(segment.text for segment in segments) + "\n"
+
+
+def location(rel_path: str, page: int | None) -> str | None:
+    """Where in a file a hit is, beyond its lines: `page 3` of a PDF, `cell 12` of a notebook."""
+    if page is None:
+        return None
+    return f"cell {page}" if rel_path.lower().endswith(".ipynb") else f"page {page}"
 
 
 def _pdf(path: Path, data: bytes) -> list[Segment]:

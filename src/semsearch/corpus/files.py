@@ -18,7 +18,14 @@ from pathlib import Path
 
 from semsearch.config import Settings
 from semsearch.corpus.discovery import FileList
-from semsearch.corpus.extract import HTML_EXTENSIONS, structured
+from semsearch.corpus.extract import (
+    HTML_EXTENSIONS,
+    NOTEBOOK_EXTENSIONS,
+    Unindexable,
+    notebook_cells,
+    notebook_text,
+    structured,
+)
 from semsearch.corpus.folders import FolderRegistry, RegisteredFolder, inside
 from semsearch.corpus.secrets import redact
 from semsearch.limits import LIST_REUSE_S, MAX_READ_BYTES
@@ -100,8 +107,15 @@ def read(path: str, folders: FolderRegistry, settings: Settings) -> OpenedFile:
         raise Refused(f"{folder.name}/{rel} is larger than {MAX_READ_BYTES:,} bytes; read it with a line range")
     text = data.decode("utf-8", errors="replace")
     ext = rel.rsplit(".", 1)[-1].lower() if "." in os.path.basename(rel) else ""
-    if ext in HTML_EXTENSIONS:  # the text the index holds, so a hit's lines are the lines shown
+    # The text the index holds, so a hit's lines are the lines shown: an HTML page's visible text,
+    # a notebook's cells (never its JSON).
+    if ext in HTML_EXTENSIONS:
         text = structured(ext, text)
+    elif ext in NOTEBOOK_EXTENSIONS:
+        try:
+            text = notebook_text(notebook_cells(Path(rel), data))
+        except Unindexable as exc:
+            raise Refused(f"{folder.name}/{rel} cannot be shown: {exc}") from exc
     if settings.redact_secrets:
         text = redact(text)[0]  # the same text the index holds: a read never reveals more than a search
     return OpenedFile(folder, rel, os.path.join(folder.path, rel), lines(text))

@@ -30,7 +30,7 @@ def block(number: int, total: int, hit: Hit, text: str, first_line: int) -> str:
     """One hit: a one-line header, then the text in a fence. Every name in the header comes from
     the corpus (file names, headings), so each is escaped onto that one line: no file can print a
     header, or any line, outside the fences."""
-    where = f"page {hit.page}, line {first_line}" if hit.page else f"line {first_line}"
+    where = f"{hit.location}, line {first_line}" if hit.location else f"line {first_line}"
     header = f"### [{number}/{total}]  {one_line(hit.folder)}  ·  {one_line(hit.rel_path)}  ·  {where}  ·  {hit.label}"
     if hit.heading:
         header += f"  ·  § {one_line(hit.heading)}"

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from semsearch.config import Settings
+from semsearch.corpus.extract import location
 from semsearch.corpus.folders import FolderNotFound, FolderRegistry
 from semsearch.embedder.interface import Embedder
 from semsearch.engine import filters
@@ -235,6 +236,7 @@ def _hit(row: dict[str, Any], fused: Fused, exact: bool, registered: dict[str, s
         start_line=row["start_line"],
         end_line=row["end_line"],
         page=row["page"],
+        location=location(row["path"], row["page"]),
         heading=row["heading"],
         kind=row["kind"],
         text=row["text"],

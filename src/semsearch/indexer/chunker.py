@@ -154,22 +154,28 @@ def _meta(data: dict[str, Any]) -> DocMeta:
 def sections(doc: Document) -> tuple[list[_Section], DocMeta]:
     meta = DocMeta()
     out: list[_Section] = []
+    trail: list[tuple[int, str]] = []  # (level, title) of the headings we are under, across a notebook's cells
+    first_line = 1
     for segment in doc.segments:
         lines = text_lines(segment.text)
         skip = 0
-        if doc.markdown and segment is doc.segments[0]:
+        if doc.markdown and segment is doc.segments[0] and not doc.continuous:
             meta, skip = parse_frontmatter(segment.text)
-        numbered = list(enumerate(lines, start=1))[skip:]
-        if doc.markdown:
-            out.extend(_markdown_sections(numbered))
+        numbered = list(enumerate(lines, start=first_line if doc.continuous else 1))[skip:]
+        if doc.continuous:
+            first_line += len(lines) + 1  # the blank line between two cells (extract.notebook_text)
+        if doc.markdown and not segment.code:
+            out.extend(_markdown_sections(numbered, trail, segment.page))
         else:
-            out.append(_Section(None, numbered, segment.page))
+            out.append(_Section(" > ".join(t for _, t in trail) or None, numbered, segment.page))
     return out, meta
 
 
-def _markdown_sections(lines: list[tuple[int, str]]) -> Iterable[_Section]:
-    trail: list[tuple[int, str]] = []  # (level, title) of the headings we are under
-    current = _Section(None, [])
+def _markdown_sections(
+    lines: list[tuple[int, str]], trail: list[tuple[int, str]], page: int | None = None
+) -> Iterable[_Section]:
+    """`trail`: the headings we are under, updated in place (a notebook's next cell is under them too)."""
+    current = _Section(" > ".join(t for _, t in trail) or None, [], page)
     in_fence = False
     for number, line in lines:
         if FENCE.match(line):
@@ -179,8 +185,8 @@ def _markdown_sections(lines: list[tuple[int, str]]) -> Iterable[_Section]:
             if current.lines:
                 yield current
             level = len(match.group(1))
-            trail = [(lv, t) for lv, t in trail if lv < level] + [(level, match.group(2).strip())]
-            current = _Section(" > ".join(t for _, t in trail), [])
+            trail[:] = [(lv, t) for lv, t in trail if lv < level] + [(level, match.group(2).strip())]
+            current = _Section(" > ".join(t for _, t in trail), [], page)
         current.lines.append((number, line))
     if current.lines:
         yield current

@@ -190,7 +190,7 @@ async function search(event) {
 }
 
 function hitView(hit, terms) {
-  const where = hit.page ? `page ${hit.page}` : `lines ${hit.startLine}–${hit.endLine}`;
+  const where = hit.location ? `${hit.location}, lines ${hit.startLine}–${hit.endLine}` : `lines ${hit.startLine}–${hit.endLine}`;
   const preview = hit.text.length > PREVIEW_CHARS ? `${hit.text.slice(0, PREVIEW_CHARS)}…` : hit.text;
   return el(
     "li",
