@@ -120,6 +120,17 @@ def glob_option(fn: F) -> F:
                         help="Only paths matching this glob, e.g. 'src/**/*.py' (repeatable, or a,b).")(fn)  # fmt: skip
 
 
+def fields_of(
+    options: dict[str, Any], folders: tuple[str, ...], globs: tuple[str, ...], glob_field: str, **given: Any
+) -> dict[str, Any]:
+    """A request's fields from a verb's options: the ones set, the shared --folder and --glob
+    under the field names this request uses, and `given`."""
+    fields = {key: value for key, value in options.items() if value} | given
+    fields |= {"folder": ",".join(folders)} if folders else {}
+    fields |= {glob_field: ",".join(globs)} if globs else {}
+    return fields
+
+
 def listed(values: tuple[str, ...] | str | None) -> list[str] | None:
     """A repeatable option's values, each of which may also be a,b."""
     if not values:
@@ -741,10 +752,7 @@ def gather(
     query: str, limit: int, folders: tuple[str, ...], globs: tuple[str, ...], as_json: bool, **options: Any
 ) -> None:
     """Search and print one Markdown block ready for a context window."""
-    fields = {k: v for k, v in options.items() if v} | {"query": query, "k": limit}
-    fields |= {"folder": ",".join(folders)} if folders else {}
-    fields |= {"path_glob": ",".join(globs)} if globs else {}
-    request = GatherRequest.model_validate(fields)
+    request = GatherRequest.model_validate(fields_of(options, folders, globs, "path_glob", query=query, k=limit))
     with ApiClient(settings()) as api:
         response = api.gather(request)
     if as_json:
@@ -783,10 +791,9 @@ def grep(
     pattern: str, limit: int, folders: tuple[str, ...], globs: tuple[str, ...], as_json: bool, **options: Any
 ) -> None:
     """Find PATTERN in the indexed files (never in ignored ones)."""
-    fields = {k: v for k, v in options.items() if v} | {"pattern": pattern, "max_results": limit}
-    fields |= {"folder": ",".join(folders)} if folders else {}
-    fields |= {"file_glob": ",".join(globs)} if globs else {}
-    request = GrepRequest.model_validate(fields)
+    request = GrepRequest.model_validate(
+        fields_of(options, folders, globs, "file_glob", pattern=pattern, max_results=limit)
+    )
     with ApiClient(settings()) as api:
         response = api.grep(request)
     if as_json:
