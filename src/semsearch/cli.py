@@ -728,7 +728,7 @@ def search(
         for hit, row in zip(response.hits, rows, strict=True):
             click.echo("\t".join([hit.file_path, str(hit.start_line), str(hit.end_line), row[1], row[0], row[4]]))
     else:
-        table = Table("why", "score", "file", "lines", "preview", show_lines=False)
+        table = Table("why", "cosine", "file", "lines", "preview", show_lines=False)
         for column in table.columns[:4]:
             column.no_wrap = True
         for row in rows:
