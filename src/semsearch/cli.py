@@ -123,9 +123,11 @@ def glob_option(fn: F) -> F:
 def fields_of(
     options: dict[str, Any], folders: tuple[str, ...], globs: tuple[str, ...], glob_field: str, **given: Any
 ) -> dict[str, Any]:
-    """A request's fields from a verb's options: the ones set, the shared --folder and --glob
-    under the field names this request uses, and `given`."""
-    fields = {key: value for key, value in options.items() if value} | given
+    """A request's fields from a verb's options: the ones set (a repeated option joined as a,b; a
+    0 is set, an empty value is not), the shared --folder and --glob under the field names this
+    request uses, and `given`."""
+    joined = {key: ",".join(v) if isinstance(v, tuple) else v for key, v in options.items()}
+    fields = {key: v for key, v in joined.items() if v is not None and v is not False and v != ""} | given
     fields |= {"folder": ",".join(folders)} if folders else {}
     fields |= {glob_field: ",".join(globs)} if globs else {}
     return fields
@@ -689,13 +691,8 @@ def search(
     **options: Any,
 ) -> None:
     """Find the chunks most relevant to QUERY."""
-    params = {key: (",".join(v) if isinstance(v, tuple) else v) for key, v in options.items()}
-    params = {key: v for key, v in params.items() if v is not None and v is not False and v != ""}
-    params.update(query=query, k=limit, group="file" if group_files else "chunk")
-    if folders:
-        params["folder"] = ",".join(folders)
-    if globs:
-        params["path_glob"] = ",".join(globs)
+    group = "file" if group_files else "chunk"
+    params = fields_of(options, folders, globs, "path_glob", query=query, k=limit, group=group)
     if boosts:
         if not all("=" in b for b in boosts):
             click.echo("semsearch: invalid --boost: write each as GLOB=FACTOR, e.g. '**/tests/**=0.8'", err=True)
