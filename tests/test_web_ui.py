@@ -24,6 +24,7 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--disable-default-apps"]  # fmt: skip
 TOKEN = "web-ui-test-token"
+DECK = Path(__file__).parent / "documents" / "node_modules" / "lokijs" / "presentations" / "lokijs.pptx"
 
 pytestmark = pytest.mark.e2e
 
@@ -49,6 +50,7 @@ def site(api_factory, tmp_path_factory: pytest.TempPathFactory) -> Stack:  # typ
     (root / "tides.py").write_text('def high_tide(day: int) -> float:\n    """Hours after midnight of high tide."""\n'
                                    "    return (day * 0.84) % 12.4\n")  # fmt: skip
     (root / ".env").write_text("HARBOUR_KEY=not-for-the-index\n")
+    (root / "lokijs.pptx").write_bytes(DECK.read_bytes())  # other people's slides: a hit says its slide
     stack.cli("add", str(root))
     stack.index()
     return stack
@@ -124,6 +126,19 @@ def test_search_renders_hits_from_a_real_index(context: BrowserContext, site: St
     ui.assert_clean()
 
 
+def test_a_slide_hit_says_its_slide_and_opens_on_its_text(context: BrowserContext, site: Stack) -> None:
+    ui = open_ui(context, site)
+    page = ui.page
+    page.fill("#q", "a javascript database whose data is persisted on disk as JSON")
+    page.press("#q", "Enter")
+    first = page.locator(".hit").first
+    expect(first.locator(".hit-file")).to_have_text("harbour/lokijs.pptx")
+    expect(first.locator(".where")).to_contain_text("slide 3, lines")
+    first.locator(".hit-file").click()
+    expect(page.locator("#viewer .line.in-chunk").first).to_contain_text("# Slide 3")  # the slide's text, not XML
+    ui.assert_clean()
+
+
 def test_filters_narrow_the_search(context: BrowserContext, site: Stack) -> None:
     ui = open_ui(context, site)
     page = ui.page
@@ -166,7 +181,7 @@ def test_a_requested_run_shows_progress_and_finishes(context: BrowserContext, si
     expect(page.locator("#run-state")).to_contain_text("done · folder harbour")
     expect(page.locator("#run-summary")).to_contain_text("Files indexed")
     assert page.locator("#run-progress").evaluate("p => p.value === p.max")
-    expect(page.locator("#folders tbody td.num").first).to_have_text("3")  # pilots, tides, moorings
+    expect(page.locator("#folders tbody td.num").first).to_have_text("4")  # pilots, tides, the deck, moorings
     page.screenshot(path=str(tmp_path / "status.png"), full_page=True)
     ui.assert_clean()
 

@@ -667,7 +667,7 @@ def explain(path: str, as_json: bool) -> None:
 @glob_option
 @click.option("--exclude", multiple=True, help="Skip paths containing this fragment (repeatable, or a,b).")
 @click.option("--ext", multiple=True, help="Only these extensions, e.g. py,md.")
-@click.option("--tag", "tags", multiple=True, help="Only documents with this frontmatter tag.")
+@click.option("--tag", "tags", multiple=True, help="Only documents with this frontmatter tag (mail: `from:ADDRESS`).")
 @click.option("--since", "date_from", help="Only documents dated on/after YYYY-MM-DD.")
 @click.option("--until", "date_to", help="Only documents dated on/before YYYY-MM-DD.")
 @click.option("--all", "include_all", is_flag=True, help="Include superseded/archived documents and excluded paths.")

@@ -35,6 +35,12 @@ LIST_REUSE_S = 2.0
 GREP_TIME_BUDGET_S = 5.0  # a grep over a large folder stops here and says it was truncated
 GREP_MAX_LINE_CHARS = 300  # a matched line is shown up to this long (minified files have huge lines)
 MAX_DOCX_XML_BYTES = 50_000_000  # uncompressed document.xml; beyond this it is a zip bomb, not a document
+# A spreadsheet or deck is a zip of XML parts: their unpacked sizes together, and the parts read.
+MAX_OFFICE_UNPACKED_BYTES = 200_000_000
+MAX_SHEET_CELLS = 2_000_000  # cells and rows walked in one workbook (Excel's own grid is 17 billion)
+MAX_SLIDES = 2_000
+MAX_MESSAGES = 20_000  # messages in one mailbox file; a bigger archive is best split by year
+MAX_ATTACHMENTS = 32  # per message; each is read like a file of its kind, one level deep
 
 # A search's coverage note stats indexed files to find stale ones: at most this many per folder,
 # and the answer is reused for this long (a burst of queries shares one pass).

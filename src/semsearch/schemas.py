@@ -133,6 +133,9 @@ class ChunkIn(Request):
     page: int | None = None
     kind: str | None = Field(None, description="Code: what the chunk holds (function, method, class, …).")
     flags: list[str] = Field([], max_length=8, description="What screening found: hidden-characters, …")
+    meta: DocMeta | None = Field(
+        None, description="The chunk's own title, date and tags (a mailbox's message), over the file's."
+    )
 
 
 class SymbolIn(Request):
@@ -377,8 +380,12 @@ class SearchRequest(Request):
     path_glob: StrList = Field(None, description="Only paths matching these globs, e.g. `src/**/*.py`.")
     exclude: StrList = Field(None, description="Skip paths containing these fragments (case-insensitive).")
     ext: StrList = Field(None, description="Only these file extensions, e.g. `py,md`.")
-    tags: StrList = Field(None, description="Only documents with any of these frontmatter tags.")
-    date_from: date | None = Field(None, description="Only documents dated on/after (frontmatter date, else mtime).")
+    tags: StrList = Field(
+        None, description="Only documents with any of these frontmatter tags (a mail's sender: `from:ADDRESS`)."
+    )
+    date_from: date | None = Field(
+        None, description="Only documents dated on/after (frontmatter or message date, else mtime)."
+    )
     date_to: date | None = Field(None, description="Only documents dated on/before.")
     include_all: bool = Field(False, description="Also superseded/archived documents and default-excluded paths.")
     min_score: float | None = Field(None, ge=-1, le=1, description="Cosine threshold for this query.")
@@ -400,8 +407,12 @@ class HitSummary(Wire):
     rel_path: str
     start_line: int
     end_line: int
-    page: int | None = Field(None, description="The PDF page, or the notebook cell, the chunk is on.")
-    location: str | None = Field(None, description="That place in words: `page 3`, `cell 12`; None for other files.")
+    page: int | None = Field(
+        None, description="The part the chunk is in: a PDF's page, a notebook's cell, a sheet, a slide, a message."
+    )
+    location: str | None = Field(
+        None, description="That place in words: `page 3`, `cell 12`, `Budget!A12`, `slide 7`, `message 40`."
+    )
     heading: str | None = Field(None, description="Markdown heading breadcrumb, or code's symbol path (`A › b`).")
     kind: str | None = Field(None, description="Code: what the chunk holds (function, method, class, …).")
     text: str

@@ -53,8 +53,8 @@ BINARY_EXTENSIONS = frozenset(
         "parquet", "arrow", "lance", "db", "sqlite", "sqlite3", "mdb",
         # key stores
         "jks", "keystore", "p12", "pfx",
-        # office formats we do not extract (PDF and DOCX are extracted)
-        "doc", "xls", "xlsx", "ppt", "pptx", "odt", "ods", "odp",
+        # office formats we do not extract (PDF, DOCX, XLSX and PPTX are: corpus/extract.py)
+        "doc", "xls", "ppt", "odt", "ods", "odp",
     }
 )  # fmt: skip
 
@@ -76,7 +76,8 @@ SECRET_ALLOWED = ("*.example", "*.sample", "*.template", "*.dist")
 VCS_DIRS = frozenset({".git", ".hg", ".svn"})
 
 # Formats whose size says little about their text; they get their own, larger limit.
-DOCUMENT_EXTENSIONS = frozenset({"pdf", "docx", "ipynb"})  # a notebook's outputs can be megabytes
+# A notebook's outputs can be megabytes; a mailbox holds years of mail.
+DOCUMENT_EXTENSIONS = frozenset({"pdf", "docx", "ipynb", "xlsx", "xlsm", "pptx", "eml", "mbox"})
 
 INDEXIGNORE = ".indexignore"
 # The corpus is often owned by another user than the service (containers, a shared server):

@@ -1,5 +1,6 @@
 """Reads one file safely and turns it into text: plain text, Markdown, reStructuredText, AsciiDoc,
-HTML, PDF (by page) or DOCX.
+HTML, PDF (by page), DOCX, and the formats made of parts (`PARTED_EXTENSIONS`: a notebook's cells,
+a spreadsheet's sheets, a deck's slides, a mailbox's messages), whose parts are numbered in `page`.
 
 A file that cannot be read raises `Unindexable` with a short reason the run summary
 counts (binary, too-large, corrupt, encrypted, unreadable); the run goes on.
@@ -18,8 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
 
-from semsearch.corpus import markup
+from semsearch.corpus import mail, markup, office
 from semsearch.corpus.secrets import redact
+from semsearch.corpus.segments import Segment, Unindexable
+
+__all__ = ["Document", "Segment", "Unindexable", "extract", "location", "parse", "parts_text", "shown_text"]
 from semsearch.limits import MAX_DOCX_XML_BYTES
 
 MARKDOWN_EXTENSIONS = frozenset({"md", "markdown", "mdx"})
@@ -29,22 +33,9 @@ RST_EXTENSIONS = frozenset({"rst", "rest"})
 ASCIIDOC_EXTENSIONS = frozenset({"adoc", "asciidoc", "asc"})
 HTML_EXTENSIONS = frozenset({"html", "htm", "xhtml"})
 NOTEBOOK_EXTENSIONS = frozenset({"ipynb"})
+# Files read as numbered parts, one text whose lines run on across parts (what `cat` shows).
+PARTED_EXTENSIONS = NOTEBOOK_EXTENSIONS | office.SPREADSHEET_EXTENSIONS | office.SLIDES_EXTENSIONS | mail.EXTENSIONS
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
-
-
-class Unindexable(Exception):
-    """The file cannot be indexed; `reason` is a short category for the summary."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(detail)
-        self.reason = reason
-
-
-@dataclass(frozen=True)
-class Segment:
-    text: str
-    page: int | None = None  # 1-based PDF page or notebook cell; None for other formats
-    code: bool = False  # a notebook's code cell: no Markdown headings inside
 
 
 @dataclass(frozen=True)
@@ -86,35 +77,68 @@ def read_bytes(path: Path, max_bytes: int) -> tuple[bytes, os.stat_result]:
 
 def extract(path: Path, max_bytes: int, redact_secrets: bool = True) -> Document:
     data, st = read_bytes(path, max_bytes)
-    ext = path.suffix.lower().lstrip(".")
-    markdown = ext in MARKDOWN_EXTENSIONS
-    continuous = False
-    if ext == "pdf":
-        segments = _pdf(path, data)
-    elif ext in NOTEBOOK_EXTENSIONS:
-        segments, markdown, continuous = notebook_cells(path, data), True, True
-    elif ext == "docx":
-        try:
-            segments, markdown = [Segment(_docx(path, data))], True
-        except RecursionError as exc:  # defence in depth: nothing above recurses on the document's depth
-            raise Unindexable("corrupt", f"{path}: nested too deeply to read") from exc
-    else:
-        if b"\x00" in data[:4096]:
-            raise Unindexable("binary", f"{path}: contains NUL bytes (binary)")
-        text = data.decode("utf-8", errors="replace")
-        if ext in RST_EXTENSIONS or ext in ASCIIDOC_EXTENSIONS or ext in HTML_EXTENSIONS:
-            text, markdown = structured(ext, text), True
-        segments = [Segment(text)]
+    segments, markdown = parse(path, data)
+    continuous = path.suffix.lower().lstrip(".") in PARTED_EXTENSIONS
     redacted = 0
     if redact_secrets:
         cleaned = []
         for segment in segments:
             text, count = redact(segment.text)
-            cleaned.append(Segment(text, segment.page, segment.code))
+            cleaned.append(Segment(text, segment.page, segment.code, segment.meta))
             redacted += count
         segments = cleaned
     digest = hashlib.sha256(data).hexdigest()
     return Document(segments, markdown, digest, st.st_mtime_ns, st.st_size, redacted, continuous)
+
+
+def parse(path: Path, data: bytes) -> tuple[list[Segment], bool]:
+    """The file's text as segments, and whether it is chunked along Markdown headings. Also reads
+    an e-mail's attachments (`path` is then the attachment's name)."""
+    ext = path.suffix.lower().lstrip(".")
+    if ext == "pdf":
+        return _pdf(path, data), False
+    if ext in NOTEBOOK_EXTENSIONS:
+        return notebook_cells(path, data), True
+    if ext in office.SPREADSHEET_EXTENSIONS:
+        return office.sheets(path, data), True
+    if ext in office.SLIDES_EXTENSIONS:
+        return office.slides(path, data), True
+    if ext in mail.EXTENSIONS:
+        return mail.messages(path, data, attachment_text), True
+    if ext == "docx":
+        try:
+            return [Segment(_docx(path, data))], True
+        except RecursionError as exc:  # defence in depth: nothing above recurses on the document's depth
+            raise Unindexable("corrupt", f"{path}: nested too deeply to read") from exc
+    if b"\x00" in data[:4096]:
+        raise Unindexable("binary", f"{path}: contains NUL bytes (binary)")
+    text = data.decode("utf-8", errors="replace")
+    if ext in RST_EXTENSIONS or ext in ASCIIDOC_EXTENSIONS or ext in HTML_EXTENSIONS:
+        return [Segment(structured(ext, text))], True
+    return [Segment(text)], ext in MARKDOWN_EXTENSIONS
+
+
+def attachment_text(name: str, data: bytes) -> str | None:
+    """An e-mail attachment's text through the same readers as a file's (its parts one after
+    another), or None when it is not a format semsearch reads (an image, an archive). An attached
+    mail is not opened: attachments are read one level deep."""
+    ext = Path(name).suffix.lower().lstrip(".")
+    if ext in mail.EXTENSIONS:
+        return None
+    segments, _ = parse(Path(name), data)
+    return "\n\n".join(segment.text for segment in segments)
+
+
+def shown_text(rel_path: str, data: bytes) -> str | None:
+    """What `cat` shows for a file whose text is not its bytes: an HTML page's visible text, the
+    parts of a notebook, spreadsheet, deck or mailbox (never their JSON, XML or MIME); None for
+    a file shown as it is. The lines are the lines the index numbers its chunks by."""
+    ext = rel_path.rsplit(".", 1)[-1].lower() if "." in rel_path.rsplit("/", 1)[-1] else ""
+    if ext in HTML_EXTENSIONS:
+        return structured(ext, data.decode("utf-8", errors="replace"))
+    if ext in PARTED_EXTENSIONS:
+        return parts_text(parse(Path(rel_path), data)[0])
+    return None
 
 
 def structured(ext: str, text: str) -> str:
@@ -150,17 +174,27 @@ def notebook_cells(path: Path, data: bytes) -> list[Segment]:
         raise Unindexable("corrupt", f"{path}: not a readable notebook ({type(exc).__name__}: {exc})") from exc
 
 
-def notebook_text(segments: list[Segment]) -> str:
-    """The cells as one text, a blank line between two: what `cat` shows, and what a notebook
-    hit's line numbers count in."""
+def parts_text(segments: list[Segment]) -> str:
+    """The parts as one text, a blank line between two: what `cat` shows, and what a hit's line
+    numbers in a notebook, spreadsheet, deck or mailbox count in."""
     return "\n\n".join(segment.text for segment in segments) + "\n"
 
 
-def location(rel_path: str, page: int | None) -> str | None:
-    """Where in a file a hit is, beyond its lines: `page 3` of a PDF, `cell 12` of a notebook."""
+def location(rel_path: str, page: int | None, heading: str | None = None, text: str = "") -> str | None:
+    """Where in a file a hit is, beyond its lines: `page 3` of a PDF, `cell 12` of a notebook,
+    `Budget!A12` of a spreadsheet, `slide 7` of a deck, `message 40` of a mailbox."""
     if page is None:
         return None
-    return f"cell {page}" if rel_path.lower().endswith(".ipynb") else f"page {page}"
+    ext = rel_path.rsplit(".", 1)[-1].lower()
+    if ext in NOTEBOOK_EXTENSIONS:
+        return f"cell {page}"
+    if ext in office.SPREADSHEET_EXTENSIONS:
+        return office.cell_reference(heading, text) or f"sheet {page}"
+    if ext in office.SLIDES_EXTENSIONS:
+        return f"slide {page}"
+    if ext in mail.EXTENSIONS:
+        return f"message {page}" if ext in mail.MAILBOX_EXTENSIONS else None
+    return f"page {page}"
 
 
 def _pdf(path: Path, data: bytes) -> list[Segment]:

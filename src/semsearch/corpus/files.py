@@ -17,15 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from semsearch.config import Settings
-from semsearch.corpus.discovery import FileList
-from semsearch.corpus.extract import (
-    HTML_EXTENSIONS,
-    NOTEBOOK_EXTENSIONS,
-    Unindexable,
-    notebook_cells,
-    notebook_text,
-    structured,
-)
+from semsearch.corpus.discovery import FileList, size_limit
+from semsearch.corpus.extract import Unindexable, shown_text
 from semsearch.corpus.folders import FolderRegistry, RegisteredFolder, inside
 from semsearch.corpus.secrets import redact
 from semsearch.limits import LIST_REUSE_S, MAX_READ_BYTES
@@ -88,6 +81,8 @@ def admit(path: str, folders: FolderRegistry, settings: Settings) -> tuple[Regis
 def read(path: str, folders: FolderRegistry, settings: Settings) -> OpenedFile:
     folder, rel = admit(path, folders, settings)
     root = os.path.realpath(folder.path)
+    # A PDF, a deck or a mailbox is read as large as the indexer reads it (its text is smaller).
+    limit = size_limit(rel, MAX_READ_BYTES, max(MAX_READ_BYTES, settings.max_document_bytes))
     try:
         # O_NONBLOCK: opening a FIFO swapped in for the file must not wait for a writer.
         fd = os.open(os.path.join(root, rel), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
@@ -100,22 +95,19 @@ def read(path: str, folders: FolderRegistry, settings: Settings) -> OpenedFile:
         if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
             raise Refused(f"{folder.name}/{rel} is not a regular file")
         try:
-            data = f.read(MAX_READ_BYTES + 1)
+            data = f.read(limit + 1)
         except OSError as exc:
             raise Refused(f"{folder.name}/{rel} cannot be read: {exc.strerror}") from exc
-    if len(data) > MAX_READ_BYTES:
-        raise Refused(f"{folder.name}/{rel} is larger than {MAX_READ_BYTES:,} bytes; read it with a line range")
-    text = data.decode("utf-8", errors="replace")
-    ext = rel.rsplit(".", 1)[-1].lower() if "." in os.path.basename(rel) else ""
+    if len(data) > limit:
+        raise Refused(f"{folder.name}/{rel} is larger than {limit:,} bytes, too large to read whole")
     # The text the index holds, so a hit's lines are the lines shown: an HTML page's visible text,
-    # a notebook's cells (never its JSON).
-    if ext in HTML_EXTENSIONS:
-        text = structured(ext, text)
-    elif ext in NOTEBOOK_EXTENSIONS:
-        try:
-            text = notebook_text(notebook_cells(Path(rel), data))
-        except Unindexable as exc:
-            raise Refused(f"{folder.name}/{rel} cannot be shown: {exc}") from exc
+    # a notebook's cells, a spreadsheet's rows, a deck's slides, a mailbox's messages.
+    try:
+        text = shown_text(rel, data)
+    except Unindexable as exc:
+        raise Refused(f"{folder.name}/{rel} cannot be shown: {exc}") from exc
+    if text is None:
+        text = data.decode("utf-8", errors="replace")
     if settings.redact_secrets:
         text = redact(text)[0]  # the same text the index holds: a read never reveals more than a search
     return OpenedFile(folder, rel, os.path.join(folder.path, rel), lines(text))

@@ -14,7 +14,7 @@ import re2
 
 from semsearch.config import Settings
 from semsearch.corpus.discovery import FileList, size_limit
-from semsearch.corpus.extract import Unindexable, extract, notebook_text
+from semsearch.corpus.extract import Unindexable, extract, parts_text
 from semsearch.corpus.folders import FolderNotFound, FolderRegistry
 from semsearch.engine.filters import glob_matcher
 from semsearch.limits import GREP_MAX_LINE_CHARS, GREP_TIME_BUDGET_S
@@ -79,8 +79,8 @@ def _lines(path: Path, settings: Settings) -> list[tuple[int, str]]:
         doc = extract(path, limit, settings.redact_secrets)
     except Unindexable:
         return []
-    if doc.continuous:  # a notebook's cells, numbered as `cat` shows them
-        lines = text_lines(notebook_text(doc.segments))
+    if doc.continuous:  # a notebook's cells, a deck's slides, …: numbered as `cat` shows them
+        lines = text_lines(parts_text(doc.segments))
     else:
         lines = [line for segment in doc.segments for line in text_lines(segment.text)]
     return list(enumerate(lines, start=1))

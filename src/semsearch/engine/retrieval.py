@@ -236,7 +236,7 @@ def _hit(row: dict[str, Any], fused: Fused, exact: bool, registered: dict[str, s
         start_line=row["start_line"],
         end_line=row["end_line"],
         page=row["page"],
-        location=location(row["path"], row["page"]),
+        location=location(row["path"], row["page"], row["heading"], row["text"]),
         heading=row["heading"],
         kind=row["kind"],
         text=row["text"],

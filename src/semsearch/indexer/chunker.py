@@ -56,6 +56,7 @@ class Chunk:
     page: int | None = None
     kind: str | None = None  # code: what the chunk holds (function, method, class, …)
     context: str | None = None  # code: embedded before the text (breadcrumb, a split function's signature)
+    meta: DocMeta | None = None  # its part's own facts (a mailbox's message), over the document's
 
     @property
     def embedded(self) -> str:
@@ -84,6 +85,7 @@ class _Section:
     heading: str | None
     lines: list[tuple[int, str]]  # (line number, text)
     page: int | None = None
+    meta: DocMeta | None = None
 
 
 class FrontMatterRefused(Unindexable):
@@ -163,19 +165,19 @@ def sections(doc: Document) -> tuple[list[_Section], DocMeta]:
             meta, skip = parse_frontmatter(segment.text)
         numbered = list(enumerate(lines, start=first_line if doc.continuous else 1))[skip:]
         if doc.continuous:
-            first_line += len(lines) + 1  # the blank line between two cells (extract.notebook_text)
+            first_line += len(lines) + 1  # the blank line between two parts (extract.parts_text)
         if doc.markdown and not segment.code:
-            out.extend(_markdown_sections(numbered, trail, segment.page))
+            out.extend(_markdown_sections(numbered, trail, segment.page, segment.meta))
         else:
-            out.append(_Section(" > ".join(t for _, t in trail) or None, numbered, segment.page))
+            out.append(_Section(" > ".join(t for _, t in trail) or None, numbered, segment.page, segment.meta))
     return out, meta
 
 
 def _markdown_sections(
-    lines: list[tuple[int, str]], trail: list[tuple[int, str]], page: int | None = None
+    lines: list[tuple[int, str]], trail: list[tuple[int, str]], page: int | None = None, meta: DocMeta | None = None
 ) -> Iterable[_Section]:
     """`trail`: the headings we are under, updated in place (a notebook's next cell is under them too)."""
-    current = _Section(" > ".join(t for _, t in trail) or None, [], page)
+    current = _Section(" > ".join(t for _, t in trail) or None, [], page, meta)
     in_fence = False
     for number, line in lines:
         if FENCE.match(line):
@@ -186,7 +188,7 @@ def _markdown_sections(
                 yield current
             level = len(match.group(1))
             trail[:] = [(lv, t) for lv, t in trail if lv < level] + [(level, match.group(2).strip())]
-            current = _Section(" > ".join(t for _, t in trail), [], page)
+            current = _Section(" > ".join(t for _, t in trail), [], page, meta)
         current.lines.append((number, line))
     if current.lines:
         yield current
@@ -223,7 +225,7 @@ def chunk_document(
     for part in parts:
         atoms = _atoms(part.lines, counter, limit)
         for text, start, end in _pack(atoms, target, overlap, limit):
-            chunks.append(Chunk(text, start, end, part.heading, part.page))
+            chunks.append(Chunk(text, start, end, part.heading, part.page, meta=part.meta))
     return Chunked(chunks, meta, [])
 
 

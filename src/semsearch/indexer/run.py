@@ -349,6 +349,7 @@ class Indexer:
                     page=c.page,
                     kind=c.kind,
                     flags=screening.flags(c.text, prose=code is None),
+                    meta=c.meta,
                 )  # fmt: skip
                 for c in chunked.chunks
             ],
