@@ -75,6 +75,7 @@ EXPECTED: dict[str, tuple[str, bool]] = {
     "DELETE /v1/folders/{name}/lease/{lease_id}": ("write", True),
     "POST /v1/folders/{name}/batches": ("write", True),
     "PUT /v1/folders/{name}/skipped": ("write", True),
+    "POST /v1/folders/{name}/sync": ("write", True),
     "POST /v1/runs": ("write", True),
     "GET /v1/runs": ("read", False),
     "GET /v1/runs/{run_id}": ("read", False),

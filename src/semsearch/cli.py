@@ -24,6 +24,7 @@ from rich.text import Text
 
 from semsearch.client import ApiClient, ApiError, snapshot_manifest
 from semsearch.config import Settings, load_settings, setting_problems
+from semsearch.corpus.repositories import RepositoryError, check_url, is_url
 from semsearch.follow import Follower, fail
 from semsearch.project import ProjectConfig
 from semsearch.schemas import FolderIn, GatherRequest, GrepRequest, RunRequest, SearchRequest
@@ -413,20 +414,41 @@ def indexer_(args: tuple[str, ...]) -> None:
 
 
 @main.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(file_okay=False))
-@click.option("--name", help="Name for the folder (default: its basename); only with one PATH.")
+@click.argument("paths", nargs=-1, required=True, metavar="PATH|URL...")
+@click.option("--name", help="Name for the folder (default: its basename); only with one PATH or URL.")
 @click.option("--allow-outside-root", is_flag=True, help="Allow a folder outside SEMSEARCH_CORPUS_ROOT (your home).")
+@click.option("--branch", help="A repository URL's branch (default: the remote's default branch).")
 @api_errors
-def add(paths: tuple[str, ...], name: str | None, allow_outside_root: bool) -> None:
-    """Register folders to index. A folder already registered (by this path or through a link to
-    it) is left as it is, so a script can run `add` then `index` every time."""
+def add(paths: tuple[str, ...], name: str | None, allow_outside_root: bool, branch: str | None) -> None:
+    """Register folders to index, or git repositories by URL (https://, ssh://, git://, file://,
+    git@host:path): the API keeps a shallow clone in its data directory and fetches it before each
+    index run; credentials come from your git configuration only. A folder already registered (by
+    this path or through a link to it) is left as it is, so a script can run `add` then `index`
+    every time."""
     if name and len(paths) > 1:
-        raise click.UsageError("--name goes with a single PATH")
-    for path in paths:  # a bad name or path is a usage error before anything is asked of the API
-        FolderIn(path=os.path.abspath(os.path.expanduser(path)), name=name, allow_outside_root=allow_outside_root)
+        raise click.UsageError("--name goes with a single PATH or URL")
+    urls = [p for p in paths if is_url(p)]
+    if branch and not urls:
+        raise click.UsageError("--branch goes with a repository URL")
+    for path in paths:  # a bad name, path or URL is a usage error before anything is asked of the API
+        if path in urls:
+            FolderIn(url=path, name=name, branch=branch)
+            try:
+                check_url(path)
+            except RepositoryError as exc:
+                raise click.UsageError(str(exc)) from exc
+        else:
+            FolderIn(path=os.path.abspath(os.path.expanduser(path)), name=name, allow_outside_root=allow_outside_root)
     with ApiClient(settings()) as api:
-        known = {os.path.realpath(f.path): f for f in api.folders()}
+        registered = api.folders()
+        known = {os.path.realpath(f.path): f for f in registered}
         for path in paths:
+            if path in urls:
+                cloned = api.add_folder(None, name, url=path, branch=branch)
+                click.echo(f"added {cloned.name}  {cloned.url}  (clone: {cloned.path})")
+                continue
+            if os.path.isfile(os.path.expanduser(path)):
+                raise click.UsageError(f"{path} is a file; add the folder it is in (or a repository's URL)")
             same = known.get(os.path.realpath(os.path.expanduser(path)))
             if same is not None and name in (None, same.name):
                 click.echo(f"already registered: {same.name}  {same.path}")

@@ -45,6 +45,7 @@ from semsearch.schemas import (
     SnapshotManifest,
     Status,
     Symbols,
+    Synced,
     TokenCreated,
     TokenIn,
     TokenView,
@@ -142,9 +143,19 @@ class ApiClient:
     def folders(self) -> list[Folder]:
         return [Folder.model_validate(f) for f in self._request("GET", "/v1/folders")]
 
-    def add_folder(self, path: str, name: str | None = None, allow_outside_root: bool = False) -> Folder:
-        body = FolderIn(path=path, name=name, allow_outside_root=allow_outside_root).dump()
-        return Folder.model_validate(self._request("POST", "/v1/folders", json=body))
+    def add_folder(
+        self,
+        path: str | None,
+        name: str | None = None,
+        allow_outside_root: bool = False,
+        url: str | None = None,
+        branch: str | None = None,
+    ) -> Folder:
+        body = FolderIn(path=path, name=name, allow_outside_root=allow_outside_root, url=url, branch=branch)
+        return Folder.model_validate(self._request("POST", "/v1/folders", json=body.dump()))
+
+    def sync_folder(self, name: str) -> Synced:
+        return Synced.model_validate(self._request("POST", f"/v1/folders/{segment(name)}/sync"))
 
     def remove_folder(self, name: str, keep_index: bool = False) -> Folder:
         params = {"keep_index": "true" if keep_index else "false"}

@@ -405,6 +405,11 @@ class Settings(BaseSettings):
         return self.data_dir / "folders.json"
 
     @property
+    def repos_dir(self) -> Path:
+        """Where the clones of repositories added by URL live (the data dir's, like the index)."""
+        return self.data_dir / "repos"
+
+    @property
     def tokens_path(self) -> Path:
         return self.tokens_file or self.data_dir / "tokens.json"
 

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from semsearch.client import ApiClient, ApiError
 from semsearch.config import Settings
+from semsearch.corpus.repositories import is_url
 from semsearch.schemas import (
     FINISHED,
     Folder,
@@ -41,7 +42,14 @@ class _Backend(Protocol):
     """What both the engine (local) and the REST client (remote) answer, by the same names."""
 
     def folders(self) -> list[Folder]: ...
-    def add_folder(self, path: str, name: str | None = None, allow_outside_root: bool = False) -> Folder: ...
+    def add_folder(
+        self,
+        path: str | None,
+        name: str | None = None,
+        allow_outside_root: bool = False,
+        url: str | None = None,
+        branch: str | None = None,
+    ) -> Folder: ...
     def remove_folder(self, name: str, keep_index: bool = False) -> Folder: ...
     def search(self, request: SearchRequest) -> SearchResponse: ...
     def gather(self, request: GatherRequest) -> GatherResponse: ...
@@ -70,8 +78,15 @@ class Database:
     def close(self) -> None:
         self._backend.close()
 
-    def add(self, path: str | Path, name: str | None = None, allow_outside_root: bool = False) -> Folder:
-        """Register a folder (its files are indexed by the next `index`)."""
+    def add(
+        self, path: str | Path, name: str | None = None, allow_outside_root: bool = False, branch: str | None = None
+    ) -> Folder:
+        """Register a folder (its files are indexed by the next `index`), or a git repository by URL
+        (`https://…`, `git@host:path`, …: cloned into the data directory, fetched at each `index`)."""
+        if isinstance(path, str) and is_url(path):
+            return self._backend.add_folder(None, name, url=path, branch=branch)
+        if branch is not None:
+            raise ValueError("`branch` goes with a repository URL, not a folder's path")
         return self._backend.add_folder(os.path.abspath(os.path.expanduser(str(path))), name, allow_outside_root)
 
     def remove(self, name: str, keep_index: bool = False) -> Folder:

@@ -11,7 +11,16 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Base64Bytes, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    Base64Bytes,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from semsearch.limits import (
@@ -87,7 +96,17 @@ class Request(Wire):
 
 
 class FolderIn(Request):
-    path: str = Field(max_length=4096, description="Absolute path of a directory to index (as the API sees it).")
+    path: str | None = Field(
+        None, max_length=4096, description="Absolute path of a directory to index (as the API sees it)."
+    )
+    url: str | None = Field(
+        None,
+        max_length=4096,
+        description="Instead of a path: a git repository (https://, ssh://, git://, file://, git@host:path) the "
+        "API keeps a shallow clone of in its data directory, fetched before each index run. Credentials come "
+        "from git's own configuration; a URL carrying a password is refused.",
+    )
+    branch: str | None = Field(None, max_length=255, description="With `url`: the branch (default: the remote's).")
     name: FolderName | None = Field(
         None, description="Name for results and filters (letters, digits, `._-`, at most 64); default: the basename."
     )
@@ -95,10 +114,29 @@ class FolderIn(Request):
         False, description="Register a folder outside SEMSEARCH_CORPUS_ROOT (system trees are refused anyway)."
     )
 
+    @model_validator(mode="after")
+    def _path_or_url(self) -> FolderIn:
+        if (self.path is None) == (self.url is None):
+            raise ValueError("send either `path` (a directory) or `url` (a git repository), not both or neither")
+        if self.branch is not None and self.url is None:
+            raise ValueError("`branch` goes with `url`")
+        return self
+
+
+class Synced(Wire):
+    """A repository folder brought up to date (`POST /v1/folders/{name}/sync`)."""
+
+    folder: str
+    url: str
+    before: str = Field(description="The commit the clone was at.")
+    after: str = Field(description="The commit it is at now (the same when nothing changed).")
+
 
 class Folder(Wire):
     name: str
     path: str
+    url: str | None = Field(None, description="The repository a managed clone follows (added by URL).")
+    branch: str | None = None
     files: int = 0
     chunks: int = 0
     last_indexed: datetime | None = None

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from semsearch.api.auth import TokenError
 from semsearch.corpus.files import Refused
 from semsearch.corpus.folders import FolderError, FolderNotFound
+from semsearch.corpus.repositories import RepositoryError, RepositoryUnavailable
 from semsearch.embedder.client import EmbedderError
 from semsearch.engine.filters import BadGlob
 from semsearch.engine.grep import BadPattern
@@ -43,6 +44,8 @@ DOMAIN_ERRORS: dict[type[Exception], tuple[int, str]] = {
     QueueFull: (429, "Too many queued runs"),
     FolderNotFound: (404, "No such folder"),
     FolderError: (400, "Folder refused"),
+    RepositoryUnavailable: (502, "Repository unavailable"),
+    RepositoryError: (400, "Repository refused"),
     Refused: (403, "Refused"),
     BadPattern: (400, "Invalid pattern"),
     BadGlob: (400, "Invalid glob"),

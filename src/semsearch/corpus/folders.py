@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from semsearch.corpus import repositories
 from semsearch.shared import SharedDocument, SharedJson
 
 # Trees that hold the system, devices or other programs' state, never a corpus: refused even
@@ -42,6 +44,8 @@ def default_name(path: str) -> str:
 class RegisteredFolder:
     name: str
     path: str  # absolute, as the user gave it (symlinks kept, so results show their paths)
+    url: str | None = None  # a repository added by URL: `path` is semsearch's clone of it
+    branch: str | None = None
 
 
 SHARED_NAME = "folders.json"
@@ -96,6 +100,25 @@ class FolderRegistry:
             current = self.all()
             self._check_overlap(path, real, name, current)
             added = RegisteredFolder(name=name, path=path)
+            self._save([*current, added])
+            return added
+
+    def add_repository(self, url: str, branch: str | None, name: str | None, repos_dir: Path) -> RegisteredFolder:
+        """Clones `url` into `repos_dir` and registers the clone; nothing is registered (or left on
+        disk) when the clone fails."""
+        url = repositories.check_url(url)
+        name = name or repositories.default_name(url)
+        with self._lock:
+            current = self.all()
+            same = [f for f in current if f.url == url and f.branch == branch]
+            if same:
+                return same[0]
+            path = os.path.join(os.path.realpath(repos_dir), name)
+            self._check_overlap(path, path, name, current)
+            if os.path.lexists(path):  # a clone left by a folder removed with --keep-index, or a crash
+                shutil.rmtree(path)
+            repositories.clone(url, branch, Path(path))
+            added = RegisteredFolder(name=name, path=path, url=url, branch=branch)
             self._save([*current, added])
             return added
 
@@ -180,14 +203,19 @@ class FolderRegistry:
 
     def _save(self, folders: list[RegisteredFolder]) -> None:
         if self._shared is not None:
-            self._shared.save([asdict(f) for f in folders])
+            self._shared.save([_stored(f) for f in folders])
             self._folders = folders
             return
         self._file.parent.mkdir(parents=True, exist_ok=True)
         tmp = self._file.with_suffix(".tmp")
-        tmp.write_text(json.dumps([asdict(f) for f in folders], indent=2))
+        tmp.write_text(json.dumps([_stored(f) for f in folders], indent=2))
         os.replace(tmp, self._file)  # atomic: a crash leaves the old or the new list
         self._folders = folders
+
+
+def _stored(folder: RegisteredFolder) -> dict[str, str]:
+    """A folder as the list file holds it (a plain folder without the repository fields, as before)."""
+    return {k: v for k, v in asdict(folder).items() if v is not None}
 
 
 class _Limited(FolderRegistry):
@@ -206,6 +234,9 @@ class _Limited(FolderRegistry):
         return self._base.get(name)
 
     def add(self, path: str, name: str | None = None, allow_outside_root: bool = False) -> RegisteredFolder:
+        raise FolderError("a token limited to folders cannot register folders")
+
+    def add_repository(self, url: str, branch: str | None, name: str | None, repos_dir: Path) -> RegisteredFolder:
         raise FolderError("a token limited to folders cannot register folders")
 
     def remove(self, name: str) -> RegisteredFolder:

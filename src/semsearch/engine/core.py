@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+import shutil
 from datetime import timedelta
+from pathlib import Path
 
 import numpy as np
 
 from semsearch.config import Settings
-from semsearch.corpus.folders import FolderRegistry
+from semsearch.corpus import repositories
+from semsearch.corpus.folders import FolderError, FolderRegistry, inside
 from semsearch.embedder.client import EmbedderError
 from semsearch.embedder.interface import Embedder
 from semsearch.engine import gather as gathering
@@ -41,6 +45,7 @@ from semsearch.schemas import (
     SearchRequest,
     SearchResponse,
     Status,
+    Synced,
 )
 from semsearch.timing import Timings
 from semsearch.version import __version__
@@ -95,15 +100,44 @@ class Engine:
         """The registered folders (or those `registry`, a caller's view, holds) with their counts."""
         return folder_views((registry or self.registry).all(), self.store)
 
-    def add_folder(self, path: str, name: str | None = None, allow_outside_root: bool = False) -> Folder:
-        added = self.registry.add(path, name, allow_outside_root)
-        return Folder(name=added.name, path=added.path)
+    def add_folder(
+        self,
+        path: str | None,
+        name: str | None = None,
+        allow_outside_root: bool = False,
+        url: str | None = None,
+        branch: str | None = None,
+    ) -> Folder:
+        """A directory by its path, or a git repository by its URL (cloned into the data dir now,
+        so a wrong URL or missing credentials fail here rather than at the first run)."""
+        if url is not None:
+            added = self.registry.add_repository(url, branch, name, self.settings.repos_dir)
+        elif path is not None:
+            added = self.registry.add(path, name, allow_outside_root)
+        else:
+            raise FolderError("send a folder's path or a repository's URL")
+        return Folder(name=added.name, path=added.path, url=added.url, branch=added.branch)
+
+    def sync_folder(self, name: str) -> Synced:
+        """Brings a repository folder's clone to its branch's newest commit (before an index run)."""
+        folder = self.registry.get(name)
+        if folder.url is None:
+            raise FolderError(f"{name!r} is a folder on disk, not a repository added by URL; nothing to fetch")
+        path = Path(folder.path)
+        if not path.is_dir():  # removed by hand, or a replica that never had it: clone again
+            after = repositories.clone(folder.url, folder.branch, path)
+            return Synced(folder=name, url=folder.url, before="", after=after)
+        before, after = repositories.update(folder.url, folder.branch, path)
+        return Synced(folder=name, url=folder.url, before=before, after=after)
 
     def remove_folder(self, name: str, keep_index: bool = False) -> Folder:
         removed = self.registry.remove(name)
         if not keep_index:
             self.store.drop_folder(removed.name)
-        return Folder(name=removed.name, path=removed.path)
+        repos = os.path.realpath(self.settings.repos_dir)
+        if removed.url is not None and inside(os.path.realpath(removed.path), repos):
+            shutil.rmtree(removed.path, ignore_errors=True)  # the clone is semsearch's own copy
+        return Folder(name=removed.name, path=removed.path, url=removed.url, branch=removed.branch)
 
     # --- what an indexer writes through (the REST client's methods of the same names) ----
 

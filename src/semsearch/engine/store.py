@@ -696,7 +696,9 @@ def folder_views(folders: list[RegisteredFolder], store: Store) -> list[Folder]:
     for f in folders:
         s = stats.get(f.name)
         files, chunks, when = (s.files, s.chunks, s.last_indexed) if s else (0, 0, None)
-        out.append(Folder(name=f.name, path=f.path, files=files, chunks=chunks, last_indexed=when))
+        out.append(
+            Folder(name=f.name, path=f.path, url=f.url, branch=f.branch, files=files, chunks=chunks, last_indexed=when)
+        )
     return out
 
 

@@ -28,6 +28,7 @@ from semsearch.config import Settings
 from semsearch.corpus import screening
 from semsearch.corpus.discovery import FileList, size_limit
 from semsearch.corpus.extract import Unindexable, extract
+from semsearch.corpus.repositories import RepositoryError
 from semsearch.embedder.client import EmbedderError, calls_in_flight
 from semsearch.embedder.interface import Embedder
 from semsearch.index_target import IndexTarget
@@ -218,6 +219,8 @@ class Indexer:
 
     def index_folder(self, folder: Folder, scope: str, force: bool, max_files: int | None) -> Summary:
         summary = Summary()
+        if folder.url is not None:
+            self._sync(folder)
         root = Path(folder.path)
         if not root.is_dir():
             # Never prune a folder whose disk vanished (unmounted drive): that would wipe its index.
@@ -229,6 +232,19 @@ class Indexer:
         finally:
             self.api.release_lease(folder.name, lease.id)
         return summary
+
+    def _sync(self, folder: Folder) -> None:
+        """A repository folder: its clone brought to the newest commit first. When the remote cannot
+        be reached the clone is indexed as it is (its last fetch), and the run says so."""
+        try:
+            synced = self.api.sync_folder(folder.name)
+        except (ApiError, RepositoryError) as exc:  # over REST, or the engine in this process
+            self.out.line(f"  ! {exc}; indexing the copy from the last fetch")
+            return
+        if synced.before == synced.after:
+            self.out.line(f"  {synced.url}: up to date at {synced.after[:12]}")
+        else:
+            self.out.line(f"  {synced.url}: fetched {synced.before[:12] or '(new clone)'} -> {synced.after[:12]}")
 
     def _index_folder(
         self, folder: Folder, root: Path, scope: str, force: bool, max_files: int | None, lease: str, summary: Summary

@@ -26,6 +26,7 @@ from semsearch.schemas import (
     LeaseIn,
     Manifest,
     SkippedIn,
+    Synced,
 )
 
 router = APIRouter(prefix="/v1", tags=["folders"], dependencies=[Depends(authenticate)])
@@ -39,8 +40,16 @@ def list_folders(folders: FoldersDep, engine: EngineDep) -> list[Folder]:
 
 @router.post("/folders", status_code=status.HTTP_201_CREATED, dependencies=[ADMIN])
 def add_folder(body: FolderIn, engine: EngineDep) -> Folder:
-    """Register a directory (absolute path as the API sees it). Run an index afterwards."""
-    return engine.add_folder(body.path, body.name, body.allow_outside_root)
+    """Register a directory (absolute path as the API sees it), or a git repository by URL (cloned
+    now into the data directory, fetched before each index run). Run an index afterwards."""
+    return engine.add_folder(body.path, body.name, body.allow_outside_root, body.url, body.branch)
+
+
+@router.post("/folders/{name}/sync", dependencies=[WRITE])
+def sync_folder(name: str, folders: FoldersDep, engine: EngineDep) -> Synced:
+    """Bring a repository folder's clone to its branch's newest commit (the indexer calls this
+    before each run of that folder)."""
+    return engine.sync_folder(folders.get(name).name)
 
 
 @router.delete("/folders/{name}", dependencies=[ADMIN])
