@@ -215,6 +215,11 @@ class Settings(BaseSettings):
     redact_secrets: bool = Field(
         True, description="Replace private keys and provider tokens with [REDACTED:…] before indexing and reads."
     )
+    notebook_outputs: bool = Field(
+        False,
+        description="Also index notebooks' text outputs (printed streams, results' plain text), under their cell. "
+        "Off: outputs are results, often long logs, not the notebook's text; images and widgets are never read.",
+    )
     embedder_retry_s: float = Field(
         120.0, description="How long the indexer keeps retrying an unreachable embedder (restarts, upgrades)."
     )

@@ -40,6 +40,7 @@ MAX_OFFICE_UNPACKED_BYTES = 200_000_000
 MAX_SHEET_CELLS = 2_000_000  # cells and rows walked in one workbook (Excel's own grid is 17 billion)
 MAX_SLIDES = 2_000
 MAX_MESSAGES = 20_000  # messages in one mailbox file; a bigger archive is best split by year
+MAX_NOTEBOOK_OUTPUT_CHARS = 20_000  # one cell's text outputs, when indexed: a log printed in a loop is not text
 MAX_ATTACHMENTS = 32  # per message; each is read like a file of its kind, one level deep
 
 # A search's coverage note stats indexed files to find stale ones: at most this many per folder,

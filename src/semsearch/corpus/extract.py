@@ -24,7 +24,7 @@ from semsearch.corpus.secrets import redact
 from semsearch.corpus.segments import Segment, Unindexable
 
 __all__ = ["Document", "Segment", "Unindexable", "extract", "location", "parse", "parts_text", "shown_text"]
-from semsearch.limits import MAX_DOCX_XML_BYTES
+from semsearch.limits import MAX_DOCX_XML_BYTES, MAX_NOTEBOOK_OUTPUT_CHARS
 
 MARKDOWN_EXTENSIONS = frozenset({"md", "markdown", "mdx"})
 # Markup whose sections become Markdown headings (corpus/markup.py): line for line for the first
@@ -75,30 +75,31 @@ def read_bytes(path: Path, max_bytes: int) -> tuple[bytes, os.stat_result]:
     return data, st
 
 
-def extract(path: Path, max_bytes: int, redact_secrets: bool = True) -> Document:
+def extract(path: Path, max_bytes: int, redact_secrets: bool = True, outputs: bool = False) -> Document:
+    """`outputs`: a notebook's text outputs too (`SEMSEARCH_NOTEBOOK_OUTPUTS`)."""
     data, st = read_bytes(path, max_bytes)
-    segments, markdown = parse(path, data)
+    segments, markdown = parse(path, data, outputs)
     continuous = path.suffix.lower().lstrip(".") in PARTED_EXTENSIONS
     redacted = 0
     if redact_secrets:
         cleaned = []
         for segment in segments:
             text, count = redact(segment.text)
-            cleaned.append(Segment(text, segment.page, segment.code, segment.meta))
+            cleaned.append(Segment(text, segment.page, segment.code, segment.meta, segment.language))
             redacted += count
         segments = cleaned
     digest = hashlib.sha256(data).hexdigest()
     return Document(segments, markdown, digest, st.st_mtime_ns, st.st_size, redacted, continuous)
 
 
-def parse(path: Path, data: bytes) -> tuple[list[Segment], bool]:
+def parse(path: Path, data: bytes, outputs: bool = False) -> tuple[list[Segment], bool]:
     """The file's text as segments, and whether it is chunked along Markdown headings. Also reads
     an e-mail's attachments (`path` is then the attachment's name)."""
     ext = path.suffix.lower().lstrip(".")
     if ext == "pdf":
         return _pdf(path, data), False
     if ext in NOTEBOOK_EXTENSIONS:
-        return notebook_cells(path, data), True
+        return notebook_cells(path, data, outputs), True
     if ext in office.SPREADSHEET_EXTENSIONS:
         return office.sheets(path, data), True
     if ext in office.SLIDES_EXTENSIONS:
@@ -129,7 +130,7 @@ def attachment_text(name: str, data: bytes) -> str | None:
     return "\n\n".join(segment.text for segment in segments)
 
 
-def shown_text(rel_path: str, data: bytes) -> str | None:
+def shown_text(rel_path: str, data: bytes, outputs: bool = False) -> str | None:
     """What `cat` shows for a file whose text is not its bytes: an HTML page's visible text, the
     parts of a notebook, spreadsheet, deck or mailbox (never their JSON, XML or MIME); None for
     a file shown as it is. The lines are the lines the index numbers its chunks by."""
@@ -137,7 +138,7 @@ def shown_text(rel_path: str, data: bytes) -> str | None:
     if ext in HTML_EXTENSIONS:
         return structured(ext, data.decode("utf-8", errors="replace"))
     if ext in PARTED_EXTENSIONS:
-        return parts_text(parse(Path(rel_path), data)[0])
+        return parts_text(parse(Path(rel_path), data, outputs)[0])
     return None
 
 
@@ -152,26 +153,66 @@ def structured(ext: str, text: str) -> str:
     return text
 
 
-def notebook_cells(path: Path, data: bytes) -> list[Segment]:
-    """A Jupyter notebook's Markdown and code cells, numbered as Jupyter shows them (from 1);
-    outputs, attachments and widget state are not indexed (they are results, not the notebook's
-    text, and often megabytes of images)."""
+def notebook_cells(path: Path, data: bytes, outputs: bool = False) -> list[Segment]:
+    """A Jupyter notebook's Markdown and code cells, numbered as Jupyter shows them (from 1), each
+    code cell with the kernel's language (its syntax chunker splits it at definitions). Outputs
+    are left out unless `outputs`, and then only their text (a stream, a result's `text/plain`),
+    bounded per cell: images, HTML and widget state are results, often megabytes, never text."""
     try:
         notebook = json.loads(data)
         cells = notebook.get("cells") if isinstance(notebook, dict) else None
         if not isinstance(cells, list):
             raise ValueError("no `cells` list (nbformat 4 is needed)")
+        language = _kernel_language(notebook.get("metadata"))
         segments = []
         for number, cell in enumerate(cells, start=1):
             if not isinstance(cell, dict) or cell.get("cell_type") not in ("markdown", "code"):
                 continue  # raw cells and anything unknown
-            source = cell.get("source", "")
-            text = "".join(source) if isinstance(source, list) else str(source)
+            text = _joined(cell.get("source", ""))
+            code = cell["cell_type"] == "code"
             if text.strip():
-                segments.append(Segment(text.rstrip("\n"), number, cell["cell_type"] == "code"))
+                segments.append(Segment(text.rstrip("\n"), number, code, language=language if code else None))
+            if code and outputs:
+                shown = _output_text(cell.get("outputs"))
+                if shown.strip():
+                    segments.append(Segment(shown, number, code=True))
         return segments
-    except (ValueError, TypeError, RecursionError) as exc:
+    except (ValueError, TypeError, RecursionError, AttributeError) as exc:
         raise Unindexable("corrupt", f"{path}: not a readable notebook ({type(exc).__name__}: {exc})") from exc
+
+
+def _joined(source: object) -> str:
+    return "".join(str(part) for part in source) if isinstance(source, list) else str(source)
+
+
+def _kernel_language(metadata: object) -> str | None:
+    if not isinstance(metadata, dict):
+        return None
+    for key, field in (("kernelspec", "language"), ("language_info", "name")):
+        section = metadata.get(key)
+        if isinstance(section, dict) and isinstance(section.get(field), str):
+            return str(section[field]).strip().lower() or None
+    return None
+
+
+def _output_text(outputs: object) -> str:
+    """A code cell's text outputs, `Out:` first, cut at MAX_NOTEBOOK_OUTPUT_CHARS."""
+    if not isinstance(outputs, list):
+        return ""
+    parts = []
+    for output in outputs:
+        if not isinstance(output, dict):
+            continue
+        if output.get("output_type") == "stream":
+            parts.append(_joined(output.get("text", "")))
+        elif output.get("output_type") in ("execute_result", "display_data"):
+            data = output.get("data")
+            if isinstance(data, dict) and "text/plain" in data:
+                parts.append(_joined(data["text/plain"]))
+    text = "".join(p if p.endswith("\n") else p + "\n" for p in parts if p)
+    if len(text) > MAX_NOTEBOOK_OUTPUT_CHARS:
+        text = text[:MAX_NOTEBOOK_OUTPUT_CHARS].rsplit("\n", 1)[0] + "\n[output cut]\n"
+    return ("Out:\n" + text).rstrip("\n") if text else ""
 
 
 def parts_text(segments: list[Segment]) -> str:

@@ -103,7 +103,7 @@ def read(path: str, folders: FolderRegistry, settings: Settings) -> OpenedFile:
     # The text the index holds, so a hit's lines are the lines shown: an HTML page's visible text,
     # a notebook's cells, a spreadsheet's rows, a deck's slides, a mailbox's messages.
     try:
-        text = shown_text(rel, data)
+        text = shown_text(rel, data, settings.notebook_outputs)
     except Unindexable as exc:
         raise Refused(f"{folder.name}/{rel} cannot be shown: {exc}") from exc
     if text is None:

@@ -21,5 +21,6 @@ class Segment:
     # The part the text is: a PDF's page, a notebook's cell, a spreadsheet's sheet, a deck's slide
     # or a mailbox's message (1-based); None for a file of one part.
     page: int | None = None
-    code: bool = False  # a notebook's code cell: no Markdown headings inside
+    code: bool = False  # a notebook's code cell (or its output): no Markdown headings inside
     meta: DocMeta | None = None  # a part's own facts (a message's subject, sender, date), over the file's
+    language: str | None = None  # a code cell's language, as the notebook's kernel names it (`python`)

@@ -76,7 +76,7 @@ def _lines(path: Path, settings: Settings) -> list[tuple[int, str]]:
     """The file's text as the indexer sees it (PDF and DOCX extracted), opened without following links."""
     limit = size_limit(path.name, settings.max_file_size_bytes, settings.max_document_bytes)
     try:
-        doc = extract(path, limit, settings.redact_secrets)
+        doc = extract(path, limit, settings.redact_secrets, settings.notebook_outputs)
     except Unindexable:
         return []
     if doc.continuous:  # a notebook's cells, a deck's slides, …: numbered as `cat` shows them

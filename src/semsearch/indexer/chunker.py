@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime
 from typing import Any
 
@@ -30,7 +30,7 @@ import yaml
 
 from semsearch.config import Settings
 from semsearch.corpus.extract import Document, Segment, Unindexable
-from semsearch.indexer.syntax import Symbol, chunk_code
+from semsearch.indexer.syntax import GRAMMARS, Symbol, chunk_code
 from semsearch.schemas import DocMeta
 from semsearch.text import lines as text_lines
 
@@ -45,6 +45,8 @@ MAX_FRONTMATTER_CHARS = 16_384  # titles, tags, dates: a few hundred bytes in pr
 HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$")
 FENCE = re.compile(r"^ {0,3}(```|~~~)")
 META_KEYS = ("title", "status", "superseded_by", "date", "tags")
+# A notebook kernel's language name (`kernelspec.language`) → the grammar that chunks its cells.
+GRAMMAR_NAMES = {**{name: name for name in GRAMMARS}, "c++": "cpp", "c#": "csharp", "sh": "bash", "js": "javascript"}
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,7 @@ class _Section:
     lines: list[tuple[int, str]]  # (line number, text)
     page: int | None = None
     meta: DocMeta | None = None
+    language: str | None = None  # a notebook's code cell: its kernel's language
 
 
 class FrontMatterRefused(Unindexable):
@@ -169,7 +172,8 @@ def sections(doc: Document) -> tuple[list[_Section], DocMeta]:
         if doc.markdown and not segment.code:
             out.extend(_markdown_sections(numbered, trail, segment.page, segment.meta))
         else:
-            out.append(_Section(" > ".join(t for _, t in trail) or None, numbered, segment.page, segment.meta))
+            heading = " > ".join(t for _, t in trail) or None
+            out.append(_Section(heading, numbered, segment.page, segment.meta, segment.language))
     return out, meta
 
 
@@ -209,10 +213,17 @@ class ChunkSizes:
 
 
 def chunk_document(
-    doc: Document, count: CountTokens, sizes: ChunkSizes, language: str | None = None, path: str | None = None
+    doc: Document,
+    count: CountTokens,
+    sizes: ChunkSizes,
+    language: str | None = None,
+    path: str | None = None,
+    cells_by_syntax: bool = False,
 ) -> Chunked:
     """Chunks of a document; `language` (a `syntax.GRAMMARS` name) asks for syntax-aware chunks,
-    whose embedded context starts with `path` (the file's relative path) when given."""
+    whose embedded context starts with `path` (the file's relative path) when given.
+    `cells_by_syntax`: a notebook's code cells in a language with a grammar are chunked at its
+    definitions too (their symbols are the notebook's), under the Markdown headings above them."""
     counter = _CachedCounter(count)
     if language is not None and not doc.markdown and len(doc.segments) == 1:
         code = _code_chunks(doc.segments[0].text, language, counter, sizes, path)
@@ -222,11 +233,46 @@ def chunk_document(
     parts, meta = sections(doc)
     counter.prime(line for part in parts for _, line in part.lines)
     chunks: list[Chunk] = []
+    symbols: list[Symbol] = []
     for part in parts:
+        grammar = GRAMMAR_NAMES.get(part.language or "") if cells_by_syntax else None
+        cell = _cell_chunks(part, grammar, counter, sizes, path) if grammar else None
+        if cell is not None:
+            chunks += cell.chunks
+            symbols += cell.symbols
+            continue
         atoms = _atoms(part.lines, counter, limit)
         for text, start, end in _pack(atoms, target, overlap, limit):
             chunks.append(Chunk(text, start, end, part.heading, part.page, meta=part.meta))
-    return Chunked(chunks, meta, [])
+    return Chunked(chunks, meta, symbols)
+
+
+def _cell_chunks(
+    part: _Section, grammar: str, counter: _CachedCounter, sizes: ChunkSizes, path: str | None
+) -> Chunked | None:
+    """A code cell through its language's syntax chunker, its lines and symbols moved to where the
+    cell starts in the notebook's text, each chunk under the cell's Markdown trail."""
+    if not part.lines:
+        return None
+    code = _code_chunks("\n".join(line for _, line in part.lines), grammar, counter, sizes, path)
+    if code is None:
+        return None
+    shift = part.lines[0][0] - 1
+    chunks = [
+        Chunk(
+            c.text,
+            c.start_line + shift,
+            c.end_line + shift,
+            " > ".join(h for h in (part.heading, c.heading) if h) or None,
+            part.page,
+            c.kind,
+            c.context,
+            part.meta,
+        )  # fmt: skip
+        for c in code.chunks
+    ]
+    symbols = [replace(s, start_line=s.start_line + shift, end_line=s.end_line + shift) for s in code.symbols]
+    return Chunked(chunks, DocMeta(), symbols)
 
 
 def _code_chunks(

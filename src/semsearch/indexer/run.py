@@ -347,12 +347,12 @@ class Indexer:
 
     def _prepare_file(self, root: Path, rel: str) -> Prepared:
         limit = size_limit(rel, self.settings.max_file_size_bytes, self.settings.max_document_bytes)
-        doc = extract(root / rel, limit, self.settings.redact_secrets)
+        doc = extract(root / rel, limit, self.settings.redact_secrets, self.settings.notebook_outputs)
         stamp = FileStamp(path=rel, mtime_ns=doc.mtime_ns, size=doc.size, sha256=doc.sha256)
         code = language_for(rel)
         language = code if self.chunker == CHUNKER else None
         sizes = ChunkSizes.from_settings(self.settings)
-        chunked = chunk_document(doc, self.counts, sizes, language, rel)
+        chunked = chunk_document(doc, self.counts, sizes, language, rel, cells_by_syntax=self.chunker == CHUNKER)
         meta = chunked.meta
         return Prepared(
             stamp,
