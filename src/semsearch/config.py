@@ -13,7 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 from semsearch.ranking import SHIPPED, SHIPPED_GATE
@@ -74,9 +74,13 @@ class Settings(BaseSettings):
         description="A writer over a shared index holds a lease this long (renewed every third): a "
         "writer that dies is replaced after it; a second writer is refused until then.",
     )
-    model_dir: Path | None = Field(
+    model: Path | None = Field(
         None,
-        description="A folder with model.onnx + tokenizer.json to use instead of the packaged int8 MiniLM.",
+        # SEMSEARCH_MODEL_DIR: the name before model folders were read as sentence-transformers lays them out.
+        validation_alias=AliasChoices("model", "model_dir", "SEMSEARCH_MODEL", "SEMSEARCH_MODEL_DIR"),
+        description="A downloaded sentence-embedding model to use instead of the packaged int8 MiniLM: its "
+        "folder (an ONNX graph, tokenizer.json, and sentence-transformers' pooling, prompt and length files "
+        "when present) or its .onnx file. The index records which model made its vectors.",
     )
 
     # --- network -----------------------------------------------------------

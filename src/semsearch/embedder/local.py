@@ -32,8 +32,9 @@ class LocalEmbedder:
 
     @classmethod
     def from_settings(cls, settings: Settings, warm_up: bool = False) -> LocalEmbedder:
-        encoder = load(settings.model_dir, settings.max_seq_length, settings.model_batch_size, settings.threads,
-                       settings.model_cache_dir, settings.model_batch_tokens, settings.model_compute)  # fmt: skip
+        encoder = load(settings.model, settings.max_seq_length, settings.model_batch_size, settings.threads,
+                       settings.model_cache_dir, settings.model_batch_tokens, settings.model_compute,
+                       "max_seq_length" in settings.model_fields_set)  # fmt: skip
         service = EmbedderService(encoder, settings.query_grace_ms / 1000)
         if warm_up:
             service.warm_up()

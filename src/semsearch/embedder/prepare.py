@@ -25,7 +25,7 @@ def main() -> None:
     settings = Settings()
     compute: Compute = args.compute or settings.model_compute
     try:
-        onnx = args.onnx or model_files(settings.model_dir).onnx
+        onnx = args.onnx or model_files(settings.model).onnx
         target = args.target or cached_model_path(settings.model_cache_dir, sha256_of(onnx), compute)
         if args.target is not None or not target.is_file():
             build_prepared(onnx, target, compute)

@@ -58,7 +58,8 @@ class EmbedderService(pb_grpc.EmbedderServicer):
         if n > MAX_INPUTS:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{n} inputs in one request; send at most {MAX_INPUTS}")
         urgent = any(item.kind == pb.INPUT_KIND_QUERY for item in request.inputs)
-        encodings = self.encoder.tokenize([item.text for item in request.inputs])
+        kinds = [item.kind == pb.INPUT_KIND_QUERY for item in request.inputs]
+        encodings = self.encoder.tokenize([item.text for item in request.inputs], kinds)
         vectors = np.empty((n, self.encoder.dimension), dtype=np.float32)
         # The whole request is sorted by length first, then run one model batch at a time.
         for idx in self.encoder.batches(encodings):
@@ -105,7 +106,7 @@ class EmbedderService(pb_grpc.EmbedderServicer):
         return pb.InfoResponse(
             model_id=self.encoder.model_id,
             dimension=self.encoder.dimension,
-            max_sequence_length=self.encoder.max_length,
+            max_sequence_length=self.encoder.window,  # the room for a text: the window less its prompt
             quantisation=self.encoder.quantisation,
             runtime=self.encoder.runtime,
             measured_chunks_per_second=self.chunks_per_second,
@@ -142,13 +143,14 @@ def main(settings: Settings | None = None) -> None:
     started = time.perf_counter()
     try:
         encoder = load(
-            settings.model_dir,
+            settings.model,
             settings.max_seq_length,
             settings.model_batch_size,
             settings.threads,
             settings.model_cache_dir,
             settings.model_batch_tokens,
             settings.model_compute,
+            "max_seq_length" in settings.model_fields_set,
         )
         service = EmbedderService(encoder, settings.query_grace_ms / 1000)
         service.warm_up()

@@ -208,8 +208,14 @@ class ChunkSizes:
     limit: int
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> ChunkSizes:
-        return cls(settings.chunk_tokens, settings.chunk_overlap_tokens, settings.chunk_max_tokens)
+    def from_settings(cls, settings: Settings, window: int | None = None) -> ChunkSizes:
+        """`window`: the tokens the embedder's model takes with its special tokens and prompt
+        (its `max_sequence_length`); a smaller model window shrinks the budgets to fit it."""
+        limit = settings.chunk_max_tokens
+        if window:
+            limit = min(limit, window - 2)  # [CLS] and [SEP]: two for BERT-like tokenizers, at most two for others
+        target = min(settings.chunk_tokens, limit)
+        return cls(target, min(settings.chunk_overlap_tokens, target // 4), limit)
 
 
 def chunk_document(

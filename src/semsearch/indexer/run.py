@@ -176,14 +176,12 @@ class Indexer:
             embedder.retry_for_s = patient
         self.model_id = info.model_id
         self.dimension = info.dimension
+        self.window = info.max_sequence_length or None
         self.holder = f"indexer pid {os.getpid()} on {socket.gethostname()}"
         self.chunker = CHUNKER if settings.code_chunker == "syntax" else "paragraph"
         self.counts = SharedCounts(self.embedder.count_tokens)
-        self.chunking = {
-            "target": settings.chunk_tokens,
-            "overlap": settings.chunk_overlap_tokens,
-            "limit": settings.chunk_max_tokens,
-        }
+        self.sizes = ChunkSizes.from_settings(settings, self.window)  # what the model's window allows
+        self.chunking = {"target": self.sizes.target, "overlap": self.sizes.overlap, "limit": self.sizes.limit}
 
     def run(self, folders: list[Folder], scope: str = "", force: bool = False, max_files: int | None = None) -> Summary:
         """Index `folders`; with `scope`, only the part of the (single) folder under that relative path."""
@@ -351,8 +349,7 @@ class Indexer:
         stamp = FileStamp(path=rel, mtime_ns=doc.mtime_ns, size=doc.size, sha256=doc.sha256)
         code = language_for(rel)
         language = code if self.chunker == CHUNKER else None
-        sizes = ChunkSizes.from_settings(self.settings)
-        chunked = chunk_document(doc, self.counts, sizes, language, rel, cells_by_syntax=self.chunker == CHUNKER)
+        chunked = chunk_document(doc, self.counts, self.sizes, language, rel, cells_by_syntax=self.chunker == CHUNKER)
         meta = chunked.meta
         return Prepared(
             stamp,
