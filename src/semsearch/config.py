@@ -83,6 +83,31 @@ class Settings(BaseSettings):
         "when present) or its .onnx file. The index records which model made its vectors.",
     )
 
+    embeddings_url: str | None = Field(
+        None,
+        description="Embed through an OpenAI-compatible server instead of the local model (Ollama: "
+        "http://127.0.0.1:11434/v1; LM Studio, vLLM, llama.cpp's server, TEI): the embedder service forwards to "
+        "its /embeddings. Vectors then leave nothing but this machine's network to that server.",
+    )
+    embeddings_model: str | None = Field(None, description="With embeddingsUrl: the model the server embeds with.")
+    embeddings_key: SecretStr | None = Field(
+        None, description="With embeddingsUrl: a bearer key, sent in the Authorization header only, never logged."
+    )
+    embeddings_batch: int = Field(
+        32,
+        ge=1,
+        le=1024,
+        description="Inputs per call to the endpoint; halved when the server refuses a call as too large.",
+    )
+    embeddings_timeout_s: float = Field(
+        60.0, gt=0, description="One call's limit; a slower call is retried with back-off, as 429 and 5xx are."
+    )
+    embeddings_tokenizer: Path | None = Field(
+        None,
+        description="With embeddingsUrl: the served model's tokenizer.json, for exact chunk budgets; without it "
+        "tokens are estimated at one per 3 characters (more than real text has, so chunks stay in the window).",
+    )
+
     # --- network -----------------------------------------------------------
     host: str = Field("127.0.0.1", description="API bind address; loopback so nothing is exposed by accident.")
     port: int = Field(8765, description="API port.")

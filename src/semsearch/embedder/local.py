@@ -11,6 +11,7 @@ import numpy as np
 
 from semsearch.config import Settings
 from semsearch.embedder.client import EmbedderError
+from semsearch.embedder.endpoint import Endpoint, EndpointService
 from semsearch.embedder.model import load
 from semsearch.embedder.server import EmbedderService
 from semsearch.proto import embedder_pb2 as pb
@@ -27,11 +28,13 @@ class LocalEmbedder:
     address = "in-process"
     retry_for_s = 0.0
 
-    def __init__(self, service: EmbedderService) -> None:
+    def __init__(self, service: EmbedderService | EndpointService) -> None:
         self.service = service
 
     @classmethod
     def from_settings(cls, settings: Settings, warm_up: bool = False) -> LocalEmbedder:
+        if settings.embeddings_url:
+            return cls(EndpointService(Endpoint.from_settings(settings)))
         encoder = load(settings.model, settings.max_seq_length, settings.model_batch_size, settings.threads,
                        settings.model_cache_dir, settings.model_batch_tokens, settings.model_compute,
                        "max_seq_length" in settings.model_fields_set)  # fmt: skip

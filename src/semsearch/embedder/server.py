@@ -135,12 +135,39 @@ def build_server(service: EmbedderService, address: str) -> grpc.Server:
     return server
 
 
+def _serve_endpoint(settings: Settings, address: str, started: float) -> None:
+    """The same service, forwarding to an OpenAI-compatible endpoint (embedder/endpoint.py)."""
+    from semsearch.embedder.endpoint import Endpoint, EndpointService
+
+    try:
+        endpoint = Endpoint.from_settings(settings)
+        service = EndpointService(endpoint)
+        server = build_server(service, address)  # type: ignore[arg-type]
+    except (ModelError, OSError) as exc:
+        sys.exit(f"semsearch embedder: {exc}")
+    server.start()
+    log.info("serving %s (dim %d) through %s on %s; ready in %.2fs", endpoint.model_id, endpoint.dimension,
+             endpoint.url, address, time.perf_counter() - started)  # fmt: skip
+    _wait(server)
+
+
+def _wait(server: grpc.Server) -> None:
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+    server.stop(grace=5).wait()
+
+
 def main(settings: Settings | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s embedder %(levelname)s %(message)s")
     settings = settings or load_settings("semsearch embedder")
     limit_arenas(settings.malloc_arenas)  # before gRPC's and onnxruntime's threads start
     address = f"{settings.embedder_host}:{settings.embedder_port}"
     started = time.perf_counter()
+    if settings.embeddings_url:
+        _serve_endpoint(settings, address, started)
+        return
     try:
         encoder = load(
             settings.model,
@@ -167,8 +194,4 @@ def main(settings: Settings | None = None) -> None:
         address,
         time.perf_counter() - started,
     )
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    stop.wait()
-    server.stop(grace=5).wait()
+    _wait(server)
