@@ -36,9 +36,9 @@ from tokenizers import Tokenizer
 
 from semsearch.config import Settings
 from semsearch.embedder.model import ModelError
+from semsearch.embedder.server import EmbedderService
 from semsearch.limits import MAX_EMBED_INPUTS
 from semsearch.proto import embedder_pb2 as pb
-from semsearch.proto import embedder_pb2_grpc as pb_grpc
 
 log = logging.getLogger("semsearch.embedder")
 
@@ -203,12 +203,13 @@ def _retry_after(answer: httpx.Response) -> float | None:
         return None if when is None else min(MAX_BACKOFF_S, max(0.0, (when - datetime.now(UTC)).total_seconds()))
 
 
-class EndpointService(pb_grpc.EmbedderServicer):
-    """The gRPC servicer over an endpoint, with the methods and answers of `EmbedderService`."""
+class EndpointService(EmbedderService):
+    """`EmbedderService` over an endpoint: the same Info and CountTokens (the endpoint answers what
+    a model answers: id, width, window, counts); Embed forwards the texts instead of token ids."""
 
     def __init__(self, endpoint: Endpoint) -> None:
-        self.encoder = endpoint  # what LocalEmbedder reads counts from, as from a model
-        self.chunks_per_second = 0.0
+        super().__init__(endpoint, 0.0)  # type: ignore[arg-type]  # an Endpoint quacks as the Encoder Info reads
+        self.encoder: Endpoint = endpoint  # type: ignore[assignment]
 
     def warm_up(self) -> None:
         started = time.perf_counter()
@@ -234,20 +235,4 @@ class EndpointService(pb_grpc.EmbedderServicer):
             dimension=self.encoder.dimension,
             model_id=self.encoder.model_id,
             truncated=[c + self.encoder.special_tokens > self.encoder.window for c in counts],
-        )
-
-    def CountTokens(self, request: pb.CountTokensRequest, context: grpc.ServicerContext) -> pb.CountTokensResponse:
-        return pb.CountTokensResponse(
-            counts=self.encoder.count_tokens(list(request.texts)), special_tokens=self.encoder.special_tokens
-        )
-
-    def Info(self, request: pb.InfoRequest, context: grpc.ServicerContext) -> pb.InfoResponse:
-        return pb.InfoResponse(
-            model_id=self.encoder.model_id,
-            dimension=self.encoder.dimension,
-            max_sequence_length=self.encoder.window,
-            quantisation=self.encoder.quantisation,
-            runtime=self.encoder.runtime,
-            measured_chunks_per_second=self.chunks_per_second,
-            interrupted_batches=0,
         )

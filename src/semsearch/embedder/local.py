@@ -28,7 +28,7 @@ class LocalEmbedder:
     address = "in-process"
     retry_for_s = 0.0
 
-    def __init__(self, service: EmbedderService | EndpointService) -> None:
+    def __init__(self, service: EmbedderService) -> None:
         self.service = service
 
     @classmethod

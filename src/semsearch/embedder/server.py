@@ -142,7 +142,7 @@ def _serve_endpoint(settings: Settings, address: str, started: float) -> None:
     try:
         endpoint = Endpoint.from_settings(settings)
         service = EndpointService(endpoint)
-        server = build_server(service, address)  # type: ignore[arg-type]
+        server = build_server(service, address)
     except (ModelError, OSError) as exc:
         sys.exit(f"semsearch embedder: {exc}")
     server.start()
