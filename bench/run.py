@@ -34,17 +34,12 @@ from semsearch.config import Compute, Settings
 from semsearch.corpus.discovery import FileList
 from semsearch.corpus.extract import Unindexable, extract
 from semsearch.embedder.client import EmbedderClient
+from semsearch.embedder.cpu import detect
 from semsearch.embedder.model import load
 from semsearch.indexer.chunker import ChunkSizes, SharedCounts, chunk_document
 from tests.processes import start_api, start_embedder
 
 HERE = Path(__file__).resolve().parent
-SIMD = [  # /proc/cpuinfo flag -> label, widest first
-    ("avx512_vnni", "AVX-512 VNNI"),
-    ("avx_vnni", "AVX-VNNI"),
-    ("avx512bw", "AVX-512, no VNNI"),
-    ("avx2", "AVX2, no VNNI"),
-]
 CORPUS_SDIST = "rich==13.9.4"  # a mid-size real project: ~200 source and doc files
 console = Console()
 results: dict[str, Any] = {}
@@ -55,12 +50,8 @@ def median_of(runs: int, fn: Callable[[], float]) -> float:
 
 
 def cpu_model() -> str:
-    """The CPU and its widest int8 dot-product instructions (int8 compute runs far faster with VNNI)."""
-    lines = Path("/proc/cpuinfo").read_text().splitlines()
-    name = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), None)
-    flags = set(next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), []))
-    simd = next((label for flag, label in SIMD if flag in flags), "no AVX2")
-    return f"{name or platform.processor()}, {simd}"
+    """The CPU, its vector extensions, and whether int8 compute (the default) is the faster path on it."""
+    return detect().line("int8")
 
 
 def rss_peak_mb(pid: int) -> float:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
+from semsearch.embedder.cpu import detect
 from tests.conftest import Stack
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -173,6 +174,7 @@ def test_a_requested_run_shows_progress_and_finishes(context: BrowserContext, si
     ui = open_ui(context, site, "#status")
     page = ui.page
     expect(page.locator("#facts")).to_contain_text("all-MiniLM-L6-v2")
+    expect(page.locator("#facts")).to_contain_text(detect().name)  # the embedder's CPU, with its extensions
     expect(page.locator("#folders tbody th")).to_have_text(["harbour"])
     page.get_by_role("button", name="Index harbour").click()
     run = page.locator("#run")

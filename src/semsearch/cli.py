@@ -1209,6 +1209,8 @@ def status(as_json: bool) -> None:
         click.echo(f"API       {config.api_url}  (semsearch {st.version})")
         if ready:
             click.echo(f"embedder  {st.embedder.address}  {st.embedder.model_id}  dim {st.embedder.dimension}")
+            if st.embedder.cpu:
+                click.echo(f"cpu       {st.embedder.cpu}")
         else:
             click.echo(f"embedder  {st.embedder.address}  NOT READY: {st.embedder.error}")
         if st.data_dir is not None and st.index_bytes is not None:  # shown to tokens that cover every folder

@@ -757,6 +757,9 @@ class EmbedderStatus(Wire):
     dimension: int | None = None
     max_sequence_length: int | None = None
     quantisation: str | None = None
+    cpu: str | None = Field(
+        None, description="The embedder's CPU, its vector extensions, and whether its compute path is the faster one."
+    )
     error: str | None = None
 
 

@@ -210,6 +210,7 @@ class EndpointService(EmbedderService):
     def __init__(self, endpoint: Endpoint) -> None:
         super().__init__(endpoint, 0.0)  # type: ignore[arg-type]  # an Endpoint quacks as the Encoder Info reads
         self.encoder: Endpoint = endpoint  # type: ignore[assignment]
+        self.cpu = "the endpoint's (not this machine's)"
 
     def warm_up(self) -> None:
         started = time.perf_counter()

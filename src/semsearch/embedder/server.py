@@ -17,6 +17,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from semsearch.config import Settings, load_settings
+from semsearch.embedder.cpu import detect
 from semsearch.embedder.model import Encoder, Interrupted, ModelError, load
 from semsearch.embedder.scheduler import PriorityGate
 from semsearch.limits import MAX_EMBED_INPUTS as MAX_INPUTS
@@ -39,6 +40,7 @@ class EmbedderService(pb_grpc.EmbedderServicer):
     def __init__(self, encoder: Encoder, query_grace_s: float = 0.0) -> None:
         self.encoder = encoder
         self.gate = PriorityGate(query_grace_s)
+        self.cpu = detect().line(getattr(encoder, "compute", ""))
         self.chunks_per_second = 0.0
         self._rate_lock = threading.Lock()
 
@@ -111,6 +113,7 @@ class EmbedderService(pb_grpc.EmbedderServicer):
             runtime=self.encoder.runtime,
             measured_chunks_per_second=self.chunks_per_second,
             interrupted_batches=self.gate.preemptions,
+            cpu=self.cpu,
         )
 
 
@@ -186,12 +189,13 @@ def main(settings: Settings | None = None) -> None:
         sys.exit(f"semsearch embedder: {exc}")
     server.start()
     log.info(
-        "serving %s (dim %d, max %d tokens, %.1f chunks/s) on %s; ready in %.2fs",
+        "serving %s (dim %d, max %d tokens, %.1f chunks/s) on %s; ready in %.2fs; CPU: %s",
         encoder.model_id,
         encoder.dimension,
         encoder.max_length,
         service.chunks_per_second,
         address,
         time.perf_counter() - started,
+        service.cpu,
     )
     _wait(server)

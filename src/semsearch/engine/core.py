@@ -193,6 +193,7 @@ class Engine:
                 dimension=info.dimension,
                 max_sequence_length=info.max_sequence_length,
                 quantisation=info.quantisation,
+                cpu=info.cpu or None,
             )
         except EmbedderError as exc:
             emb = EmbedderStatus(address=embedder.address, ready=False, error=str(exc))

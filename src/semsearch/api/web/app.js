@@ -267,6 +267,7 @@ function renderStatus(status) {
   const facts = [
     ["Version", status.version],
     ["Embedder", e.ready ? `${e.modelId} (${e.dimension} dimensions, ${e.quantisation || "float"})` : `down: ${e.error}`],
+    ...(e.cpu ? [["CPU", e.cpu]] : []),
     ["Embedder address", e.address],
     ["Files / chunks", `${status.files.toLocaleString()} / ${status.chunks.toLocaleString()}`],
     ["Vector index", status.vectorIndex],
