@@ -66,7 +66,6 @@ class Endpoint:
         self.model = model
         self.batch = max(1, min(batch, MAX_EMBED_INPUTS))
         self.window = window
-        self.max_length = window
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._key = key
         self._timeout = timeout_s
@@ -74,11 +73,12 @@ class Endpoint:
         self._queries = httpx.Client(timeout=timeout_s)  # a query never waits for a bulk call's connection
         self._lock = threading.Lock()
         self._tokenizer: Tokenizer | None = None
+        self.special_tokens = 2  # [CLS] and [SEP] without a tokenizer to ask
         if tokenizer is not None:
             self._tokenizer = Tokenizer.from_file(str(tokenizer))
             self._tokenizer.no_padding()
             self._tokenizer.no_truncation()
-        self.special_tokens = 2 if self._tokenizer is None else self._special()
+            self.special_tokens = len(self._tokenizer.encode("", add_special_tokens=True).ids)
         # The probe, once: at start a dead or misconfigured endpoint is one line, not minutes of retries.
         self.dimension = len(self._call(["semsearch"], urgent=True, attempts=1)[0])
         parts = urlsplit(url)
@@ -103,10 +103,6 @@ class Endpoint:
             settings.embeddings_tokenizer,
             settings.max_seq_length,
         )
-
-    def _special(self) -> int:
-        assert self._tokenizer is not None
-        return len(self._tokenizer.encode("", add_special_tokens=True).ids)
 
     def count_tokens(self, texts: list[str]) -> list[int]:
         if self._tokenizer is None:
