@@ -27,7 +27,15 @@ from semsearch.config import Settings, load_settings, setting_problems
 from semsearch.corpus.repositories import RepositoryError, check_url, is_url
 from semsearch.follow import Follower, fail
 from semsearch.project import ProjectConfig
-from semsearch.schemas import FolderIn, GatherRequest, GrepRequest, RunRequest, SearchRequest
+from semsearch.schemas import (
+    FolderIn,
+    GatherRequest,
+    GrepRequest,
+    ModelSwitch,
+    ModelSwitchIn,
+    RunRequest,
+    SearchRequest,
+)
 from semsearch.spawn import child_env, python_module
 from semsearch.targets import TargetError, resolve_target
 from semsearch.version import __version__
@@ -166,7 +174,7 @@ SECTIONS = {
     "Search and read": ["search", "gather", "grep", "symbols", "outline", "cat", "explain", "eval"],
     "Folders and indexing": ["add", "list", "folders", "remove", "index", "index-status", "status"],
     "Agents": ["mcp", "scaffold", "hook"],
-    "Administration": ["token", "snapshot", "config", "env-file", "completion"],
+    "Administration": ["token", "snapshot", "model", "config", "env-file", "completion"],
     "Services (what `serve`, containers and pods run)": ["serve", "api", "embedder", "worker", "indexer"],
 }
 
@@ -378,9 +386,10 @@ def mcp(folders: tuple[str, ...], http: bool, host: str | None, port: int | None
 @main.command("embedder")
 @click.option("--host", help="Bind address (default: SEMSEARCH_EMBEDDER_HOST, 127.0.0.1).")
 @click.option("--port", type=int, help="gRPC port (default: SEMSEARCH_EMBEDDER_PORT, 8766).")
-def embedder_(host: str | None, port: int | None) -> None:
+@click.option("--model", type=click.Path(exists=True), help="A model folder or .onnx file (default: SEMSEARCH_MODEL).")
+def embedder_(host: str | None, port: int | None, model: str | None) -> None:
     """Run the embedder (gRPC) in this process."""
-    config = load_settings("semsearch embedder", embedder_host=host, embedder_port=port)
+    config = load_settings("semsearch embedder", embedder_host=host, embedder_port=port, model=model)
     service_part("semsearch.embedder.server", "embedder").main(config)
 
 
@@ -935,6 +944,84 @@ def token_revoke(name: str) -> None:
 
 
 @main.group()
+def model() -> None:
+    """The embedding model: switch the index to another while the current one keeps answering."""
+
+
+def _switch_line(state: ModelSwitch) -> str:
+    if state.state == "none":
+        return "none: no model switch has run; `semsearch model switch HOST:PORT` starts one"
+    counts = f"{state.embedded:,} of {state.total:,} chunks" if state.total else "starting"
+    line = f"{state.state}: {state.from_model or '?'} -> {state.to_model or state.target or '?'} ({counts})"
+    if state.truncated:
+        line += f"; {state.truncated:,} longer than the new model's window (`semsearch index --rebuild` re-chunks)"
+    return line + (f"\n{state.error}" if state.error else "")
+
+
+def _switch_out(state: ModelSwitch, as_json: bool) -> None:
+    if as_json:
+        print_json(state.dump())
+    else:
+        click.echo(_switch_line(state))
+        if state.state == "done":
+            click.echo(
+                f"Next: point SEMSEARCH_EMBEDDER_ADDR at {state.target} for the API and the indexers (or start "
+                "the embedder there with the new model) before they restart; until then the API embeds for them."
+            )
+    if state.state in ("failed", "paused"):
+        sys.exit(FAILED)
+
+
+@model.command("switch")
+@click.argument("embedder")
+@click.option(
+    "--no-wait", is_flag=True, help="Return once the switch has started (`semsearch model status` follows it)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the REST answer as JSON.")
+@api_errors
+def model_switch(embedder: str, no_wait: bool, as_json: bool) -> None:
+    """Re-embed the index with the model the embedder at EMBEDDER (host:port) serves, then swap it
+    in: searches go on with the current model until the swap. Run again after a stop, it resumes."""
+    try:
+        request = ModelSwitchIn(embedder=embedder)
+    except ValidationError as exc:
+        raise click.UsageError(
+            f"EMBEDDER {embedder!r} is not an address: give host:port (e.g. 127.0.0.1:8767)"
+        ) from exc
+    with ApiClient(settings()) as api:
+        state = api.switch_model(request)
+        shown = ""
+        while not no_wait and state.state == "building":
+            if not as_json and sys.stderr.isatty() and _switch_line(state) != shown:
+                shown = _switch_line(state)
+                click.echo(f"\r{shown}", nl=False, err=True)
+            time.sleep(0.5)  # the API reports progress, not its end: polled
+            state = api.model_switch()
+        if shown:
+            click.echo(err=True)
+    _switch_out(state, as_json)
+
+
+@model.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print the REST answer as JSON.")
+@api_errors
+def model_status(as_json: bool) -> None:
+    """The switch under way or the last one (`none` when there was none)."""
+    with ApiClient(settings()) as api:
+        state = api.model_switch()
+    _switch_out(state, as_json)
+
+
+@model.command("cancel")
+@click.option("--json", "as_json", is_flag=True, help="Print the REST answer as JSON.")
+@api_errors
+def model_cancel(as_json: bool) -> None:
+    """Stop a switch and drop what it built; the index keeps its model."""
+    with ApiClient(settings()) as api:
+        _switch_out(api.cancel_switch(), as_json)
+
+
+@main.group()
 def snapshot() -> None:
     """Move an index between machines: export it once (in CI, on a bigger box), import it elsewhere."""
 
@@ -1227,6 +1314,8 @@ def status(as_json: bool) -> None:
                 f"snapshot  {', '.join(origin.folders)} imported {origin.imported_at:%Y-%m-%d %H:%M} UTC from "
                 f"{origin.digest} (made {origin.created_at:%Y-%m-%d %H:%M} UTC by semsearch {origin.semsearch_version})"
             )
+        if st.model_switch:
+            click.echo(f"switch    {_switch_line(st.model_switch)}")
         if st.notice:
             click.echo(f"notice    {st.notice}")
         for f in st.folders:
@@ -1276,7 +1365,14 @@ EXAMPLES: dict[str, list[str]] = {
     "completion": ['eval "$(semsearch completion bash)"'],
     "serve": ["semsearch serve", "semsearch serve --watch --port 9000"],
     "api": ["semsearch api --host 0.0.0.0 --role query"],
-    "embedder": ["semsearch embedder --port 8766"],
+    "embedder": ["semsearch embedder --port 8766", "semsearch embedder --model ~/models/bge-small --port 8767"],
+    "model": ["semsearch model switch 127.0.0.1:8767"],
+    "model switch": [
+        "SEMSEARCH_MODEL=~/models/bge-small semsearch embedder --port 8767 &   # the new model, beside the old",
+        "semsearch model switch 127.0.0.1:8767",
+    ],
+    "model status": ["semsearch model status --json | jq .embedded"],
+    "model cancel": ["semsearch model cancel"],
     "worker": ["semsearch worker --watch"],
     "indexer": ["semsearch indexer   # one pass, exit 0/1 (cron, CI)"],
     "eval": [

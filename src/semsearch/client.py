@@ -32,6 +32,8 @@ from semsearch.schemas import (
     Lease,
     LeaseIn,
     Manifest,
+    ModelSwitch,
+    ModelSwitchIn,
     Optimized,
     Outline,
     Run,
@@ -195,6 +197,17 @@ class ApiClient:
 
     def reset_index(self) -> None:
         self._request("POST", "/v1/index/reset", json={"confirm": True})
+
+    # --- a switch to another model -----------------------------------------------------
+
+    def switch_model(self, request: ModelSwitchIn) -> ModelSwitch:
+        return ModelSwitch.model_validate(self._request("POST", "/v1/model/switch", json=request.dump()))
+
+    def model_switch(self) -> ModelSwitch:
+        return ModelSwitch.model_validate(self._request("GET", "/v1/model/switch"))
+
+    def cancel_switch(self) -> ModelSwitch:
+        return ModelSwitch.model_validate(self._request("DELETE", "/v1/model/switch"))
 
     # --- requested runs ------------------------------------------------------------
 

@@ -14,6 +14,7 @@ here is the hit the REST API returns for the same index.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
@@ -28,6 +29,8 @@ from semsearch.schemas import (
     GatherRequest,
     GatherResponse,
     Hit,
+    ModelSwitch,
+    ModelSwitchIn,
     RunRequest,
     RunSummary,
     SearchRequest,
@@ -36,6 +39,8 @@ from semsearch.schemas import (
 )
 
 RUN_WAIT_S = 60.0  # one long poll of a remote run; `index` polls again until the run ends
+PACKAGED = "the packaged model"  # a switch back to the model in the wheel (no folder names it)
+SWITCH_POLL_S = 0.5  # how often a remote switch's state is asked for while waiting for it
 
 
 class _Backend(Protocol):
@@ -54,17 +59,21 @@ class _Backend(Protocol):
     def search(self, request: SearchRequest) -> SearchResponse: ...
     def gather(self, request: GatherRequest) -> GatherResponse: ...
     def status(self) -> Status: ...
+    def model_switch(self) -> ModelSwitch: ...
+    def cancel_switch(self) -> ModelSwitch: ...
     def close(self) -> None: ...
 
 
 Runner = Callable[[str | None, bool], RunSummary]  # an index run: folder (None: all), force
+# A switch: (embedder address, model folder, endpoint URL, endpoint model, wait) → its state.
+Switcher = Callable[[str | None, str | None, str | None, str | None, bool], ModelSwitch]
 
 
 class Database:
     """An index of folders, and the questions it answers. Use it as a context manager, or close it."""
 
-    def __init__(self, backend: _Backend, run: Runner, where: str) -> None:
-        self._backend, self._run, self.where = backend, run, where
+    def __init__(self, backend: _Backend, run: Runner, where: str, switch: Switcher) -> None:
+        self._backend, self._run, self.where, self._switch = backend, run, where, switch
 
     def __repr__(self) -> str:
         return f"<semsearch.Database {self.where}>"
@@ -115,9 +124,44 @@ class Database:
     def status(self) -> Status:
         return self._backend.status()
 
+    def switch_model(
+        self,
+        embedder: str | None = None,
+        *,
+        model: str | Path | None = None,
+        embeddings_url: str | None = None,
+        embeddings_model: str | None = None,
+        packaged: bool = False,
+        wait: bool = True,
+    ) -> ModelSwitch:
+        """Re-embed the index with another model while the current one keeps answering, then swap
+        them at once: the model an embedder service at `embedder` (host:port) serves, or — in a
+        local database — a model folder (`model`), an OpenAI-compatible endpoint, or the packaged
+        int8 MiniLM again (`packaged=True`). Started again
+        after a stop, the same switch resumes. `wait=False` returns at once (see `model_switch`)."""
+        chosen = [x for x in (embedder, model, embeddings_url, packaged or None) if x is not None]
+        if len(chosen) != 1:
+            raise ValueError(
+                "name one new model: `embedder` (host:port), `model` (a folder), `embeddings_url`, or `packaged=True`"
+            )
+        if (embeddings_url is None) != (embeddings_model is None):
+            raise ValueError("`embeddings_url` and `embeddings_model` go together")
+        folder = os.path.abspath(os.path.expanduser(str(model))) if model is not None else None
+        return self._switch(embedder, PACKAGED if packaged else folder, embeddings_url, embeddings_model, wait)
+
+    def model_switch(self) -> ModelSwitch:
+        """The switch under way (or the last one), or `state="none"`."""
+        return self._backend.model_switch()
+
+    def cancel_switch(self) -> ModelSwitch:
+        """Stop a switch and drop what it built; the index keeps its model."""
+        return self._backend.cancel_switch()
+
 
 def _local(settings: Settings) -> Database:
     """The engine, the model and the indexer in this process."""
+    from semsearch.embedder.client import EmbedderClient
+    from semsearch.embedder.interface import Embedder
     from semsearch.embedder.local import LocalEmbedder
     from semsearch.engine.core import Engine
     from semsearch.indexer.progress import Reporter
@@ -134,7 +178,19 @@ def _local(settings: Settings) -> Database:
         indexer = Indexer(settings, engine, engine.embedder, quiet, settings.index_concurrency)
         return indexer.run(targets, force=force).wire()
 
-    return Database(engine, run, str(settings.data_dir))
+    def switch(address: str | None, model: str | None, url: str | None, name: str | None, wait: bool) -> ModelSwitch:
+        if address is not None:
+            target: Embedder = EmbedderClient(address, timeout=settings.embedder_timeout_s)
+        elif model is not None:
+            folder = None if model == PACKAGED else Path(model)
+            target = LocalEmbedder.from_settings(settings.model_copy(update={"model": folder}))
+        else:
+            target = LocalEmbedder.from_settings(
+                settings.model_copy(update={"embeddings_url": url, "embeddings_model": name})
+            )
+        return engine.switch_model(target, address or model or f"{name} at {url}", wait=wait)
+
+    return Database(engine, run, str(settings.data_dir), switch)
 
 
 def _remote(settings: Settings, url: str, token: str | None) -> Database:
@@ -149,7 +205,21 @@ def _remote(settings: Settings, url: str, token: str | None) -> Database:
             raise ApiError(500, f"index run {started.id} ended {started.state}: {started.error or 'no summary'}")
         return started.summary
 
-    return Database(api, run, url)
+    def switch(
+        address: str | None, model: str | None, endpoint: str | None, name: str | None, wait: bool
+    ) -> ModelSwitch:
+        if address is None:  # the API process holds no model of its own
+            raise ValueError(
+                "a running API switches to a model an embedder service serves: start `semsearch embedder` "
+                "with SEMSEARCH_MODEL (or SEMSEARCH_EMBEDDINGS_URL) on another port and pass its host:port"
+            )
+        state = api.switch_model(ModelSwitchIn(embedder=address))
+        while wait and state.state == "building":
+            time.sleep(SWITCH_POLL_S)  # the switch reports progress, not its end: polled
+            state = api.model_switch()
+        return state
+
+    return Database(api, run, url, switch)
 
 
 def connect(where: str | Path, token: str | None = None, **settings: Any) -> Database:

@@ -170,6 +170,11 @@ class ChunkIn(Request):
     heading: str | None = Field(None, description="Markdown heading breadcrumb, or code's symbol path.")
     page: int | None = None
     kind: str | None = Field(None, description="Code: what the chunk holds (function, method, class, …).")
+    context: str | None = Field(
+        None,
+        max_length=MAX_CHUNK_CHARS,
+        description="What was embedded before the text (code: path › breadcrumb, a split function's signature).",
+    )
     flags: list[str] = Field([], max_length=8, description="What screening found: hidden-characters, …")
     meta: DocMeta | None = Field(
         None, description="The chunk's own title, date and tags (a mailbox's message), over the file's."
@@ -750,6 +755,39 @@ class SnapshotImported(Wire):
 # --- status ------------------------------------------------------------------
 
 
+class ModelSwitchIn(Request):
+    """Switch the index to the model an embedder service serves (`POST /v1/model/switch`)."""
+
+    embedder: str = Field(
+        pattern=r"^[A-Za-z0-9.:/\[\]_,-]{1,256}$",
+        description="Where that embedder listens, as SEMSEARCH_EMBEDDER_ADDR takes it (host:port, a pool "
+        "host1:port,host2:port, or dns:///name:port): a `semsearch embedder` started with the new model.",
+        examples=["127.0.0.1:8767"],
+    )
+
+
+class ModelSwitch(Wire):
+    """A switch to another embedding model: its vectors are built beside the old ones, which keep
+    answering, then swapped in at once (`GET /v1/model/switch`)."""
+
+    state: Literal["none", "building", "paused", "done", "failed", "cancelled"] = Field(
+        description="building: under way; paused: recorded in the index but not running (started again "
+        "with the same request, or by the API at start); done: the index uses the new model."
+    )
+    from_model: str | None = None
+    to_model: str | None = None
+    target: str | None = Field(None, description="Where the new model runs: an embedder's address, or in a "
+                               "library's process the model folder or endpoint.")  # fmt: skip
+    embedded: int = Field(0, description="Chunks with the new model's vector so far.")
+    total: int = Field(0, description="Chunks in the index.")
+    truncated: int = Field(
+        0, description="Chunks longer than the new model's window, embedded from their start (rebuild to re-chunk)."
+    )
+    error: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
 class EmbedderStatus(Wire):
     address: str
     ready: bool
@@ -780,6 +818,7 @@ class Status(Wire):
     )
     full_text_index: bool
     snapshot: SnapshotOrigin | None = Field(None, description="Set when the index was imported from a snapshot.")
+    model_switch: ModelSwitch | None = Field(None, description="A switch to another model, under way or just done.")
     workers: list[str] = Field(
         default_factory=list,
         description="Indexer workers polling for runs or running one now (empty on a query replica: "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -45,6 +46,7 @@ def create_app(
         )
         app.state.limits = Limits(heavy_per_caller=settings.token_heavy_reads, heavy_total=settings.heavy_reads)
         app.state.lease = lease
+        _resume_switch(engine, settings)
         yield
         app.state.engine.close()
 
@@ -84,3 +86,17 @@ def create_app(
         app.include_router(router)
     app.include_router(webui.router)
     return app
+
+
+def _resume_switch(engine: Engine, settings: Settings) -> None:
+    """A model switch this API was running when it stopped goes on from where it was; one a
+    library's process ran (its model in that process) waits for that process."""
+    record = engine.store.meta.get("switch")
+    if record is None or record.get("address") in (None, "in-process") or settings.role == "query":
+        return
+    target = EmbedderClient(record["address"], timeout=settings.embedder_timeout_s)
+    try:
+        engine.switch_model(target, record["target"], wait=False)
+    except Exception as exc:  # the old model answers on; status shows the switch paused
+        target.close()
+        logging.getLogger("semsearch.api").warning("the model switch to %s did not resume: %s", record["target"], exc)

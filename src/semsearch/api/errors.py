@@ -19,6 +19,7 @@ from semsearch.engine.location import StoreUnavailable
 from semsearch.engine.runs import LeaseConflict, QueueFull, RunCancelled, RunNotFound
 from semsearch.engine.snapshots import SnapshotRefused
 from semsearch.engine.store import InvalidBatch, ModelMismatch
+from semsearch.engine.switch import SwitchBusy
 
 PROBLEM = "application/problem+json"
 
@@ -36,6 +37,7 @@ def problem(status: int, title: str, detail: str, headers: dict[str, str] | None
 # messages are written for people already, so the detail is the message.
 DOMAIN_ERRORS: dict[type[Exception], tuple[int, str]] = {
     ModelMismatch: (409, "Model mismatch"),
+    SwitchBusy: (409, "Switch under way"),
     SnapshotRefused: (400, "Snapshot refused"),
     TokenError: (400, "Token refused"),
     LeaseConflict: (409, "Folder busy"),

@@ -14,6 +14,7 @@ import logging
 import math
 import os
 import shutil
+import threading
 from datetime import timedelta
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from semsearch.engine.location import IndexLocation
 from semsearch.engine.retrieval import SearchEngine
 from semsearch.engine.runs import Leases, Runs
 from semsearch.engine.store import Store, folder_views
+from semsearch.engine.switch import SwitchBusy, SwitchJob, paused
 from semsearch.engine.writer import WriterLease
 from semsearch.schemas import (
     Calibration,
@@ -41,6 +43,7 @@ from semsearch.schemas import (
     IndexBatchResult,
     Lease,
     Manifest,
+    ModelSwitch,
     Optimized,
     SearchRequest,
     SearchResponse,
@@ -88,8 +91,12 @@ class Engine:
             refresh_s=settings.read_consistency_s if replica else 0.0,
         )
         self.searcher = SearchEngine(self.store, embedder, self.registry, settings)
+        self._switch: SwitchJob | None = None
+        self._switching = threading.Lock()
 
     def close(self) -> None:
+        if self._switch is not None and self._switch.thread is not None:
+            self._switch.stop(keep=True)  # stopped, not abandoned: its table stays for a resume
         self.embedder.close()
         if self.lease is not None:
             self.lease.release()
@@ -154,10 +161,77 @@ class Engine:
     def apply(self, folder: str, batch: IndexBatch) -> IndexBatchResult:
         name = self.registry.get(folder).name
         self.leases.check(name, batch.lease)
+        if batch.model_id != self.store.model_id and batch.model_id == self.store.meta.get("switched_from"):
+            batch = self._reembedded(batch)
         written = self.store.apply(name, batch)
         return IndexBatchResult(
             upserted=len(batch.upserts), touched=len(batch.touches), deleted=len(batch.deletes), chunks_written=written
         )
+
+    def _reembedded(self, batch: IndexBatch) -> IndexBatch:
+        """A batch from an indexer still pointed at the model the index was switched from: its
+        chunks embedded here by the new one, so nothing written after a switch is lost or mixed."""
+        info = self.embedder.info()
+        self.store.notice = (
+            f"the index was switched to {info.model_id}, but indexers still embed with "
+            f"{batch.model_id}: the API embeds their chunks again; point them at {self.embedder.address} "
+            "(SEMSEARCH_EMBEDDER_ADDR, or SEMSEARCH_MODEL where the model runs in process)"
+        )
+        upserts = []
+        for f in batch.upserts:
+            texts = [f"{c.context}\n{c.text}" if c.context else c.text for c in f.chunks]
+            vectors = self.embedder.embed(texts) if texts else np.empty((0, info.dimension), np.float32)
+            # The field holds the decoded bytes once validated; model_copy does not validate again.
+            upserts.append(f.model_copy(update={"vectors": vectors.astype("<f4").tobytes()}))
+        return batch.model_copy(update={"upserts": upserts, "model_id": info.model_id, "dimension": info.dimension})
+
+    # --- a switch to another model ------------------------------------------------------
+
+    def switch_model(self, target: Embedder, where: str, wait: bool = True) -> ModelSwitch:
+        """Re-embeds the index with `target`'s model beside the old vectors, then swaps both the
+        table and the query embedder at once (engine/switch.py). `wait`: return when done (the
+        library, the CLI in process); else run in a thread and return its state at once (the API).
+        The same switch started again after a stop resumes it."""
+        with self._switching:
+            if self._switch is not None and self._switch.running():
+                raise SwitchBusy(
+                    f"a switch to {self._switch.state.to_model or self._switch.where} is under way; "
+                    "wait for it (GET /v1/model/switch) or cancel it"
+                )
+            job = SwitchJob(self.store, self.settings, target, where, self._use)
+            job.begin()
+            self._switch = job
+            if not wait:
+                self._switch.start()
+                return self._switch.state.model_copy()
+        return self._switch.run()
+
+    def _use(self, embedder: Embedder) -> None:
+        old, self.embedder, self.searcher.embedder = self.embedder, embedder, embedder
+        if old is not embedder:
+            old.close()
+
+    def model_switch(self) -> ModelSwitch:
+        """The switch under way or last run by this process, else one a stopped process left."""
+        job = self._switch
+        if job is not None and (job.running() or self.store.meta.get("switch") is None):
+            return job.state.model_copy()
+        recorded = paused(self.store)
+        if recorded is not None and job is not None and job.state.state == "failed":
+            recorded.error = job.state.error
+        return recorded or ModelSwitch(state="none")
+
+    def cancel_switch(self) -> ModelSwitch:
+        """Stops a switch and drops what it built; the index goes on with its model."""
+        job = self._switch
+        if job is not None and job.running():
+            job.stop(keep=False)
+            return job.state.model_copy()
+        recorded = paused(self.store)
+        self.store.switch_abandon()
+        if recorded is None:
+            return ModelSwitch(state="none")
+        return recorded.model_copy(update={"state": "cancelled"})
 
     def report_skipped(self, folder: str, lease: str | None, skipped_by: dict[str, int]) -> None:
         name = self.registry.get(folder).name
@@ -212,6 +286,7 @@ class Engine:
             vector_index=store.ann_kind or "flat",
             full_text_index=store.fts_ready,
             snapshot=store.meta.get("snapshot"),
+            model_switch=switch if (switch := self.model_switch()).state != "none" else None,
             workers=self.runs.workers() if settings.role != "query" else [],
         )
 

@@ -49,9 +49,13 @@ def informative_terms(terms: list[str], store: Store, max_doc_freq: float) -> li
     return [t for t in terms if store.doc_freq(t, cap) <= cap]
 
 
-@dataclass(frozen=True)
+SWAPS_OUTRUN = 3  # a search retried this often has seen more swaps than a switch makes
+
+
+@dataclass
 class SearchEngine:
-    """What a search needs, built once at start-up; the routes, gather and anything else search through it."""
+    """What a search needs, built once at start-up; the routes, gather and anything else search
+    through it. `embedder` changes once, with the chunks table, when a model switch swaps them."""
 
     store: Store
     embedder: Embedder
@@ -63,7 +67,7 @@ class SearchEngine:
         """A search, and what it could not cover (stale and skipped files in its scope); `timings`
         records where its time went (the API's Server-Timing header)."""
         timings = timings or Timings()
-        response = search(request, self.store, self.embedder, self.folders, self.settings, timings)
+        response = self._consistent(request, timings)
         scope = [f for f in self.folders.all() if not request.folder or f.name in request.folder]
         globs = filters.glob_matcher(request.path_glob) if request.path_glob else None
         exts = tuple("." + e.lower().lstrip(".") for e in request.ext or [])
@@ -75,6 +79,27 @@ class SearchEngine:
         with timings.stage("coverage"):
             response.coverage = self.coverage.coverage(self.store, scope, in_scope if limited else None)
         return response
+
+    def _consistent(self, request: SearchRequest, timings: Timings) -> SearchResponse:
+        """A search over one model's table with that model's query vector: one that a model
+        switch's swap overtook (its query embedded by one model, a table of the other read) runs
+        again on the new pair rather than fail or mix them."""
+        for _ in range(SWAPS_OUTRUN):
+            generation = self.store.generation
+            try:
+                response = search(request, self.store, self.embedder, self.folders, self.settings, timings)
+            except Exception:
+                if self._settled() == generation:
+                    raise
+                continue
+            if self._settled() == generation:
+                return response
+        return search(request, self.store, self.embedder, self.folders, self.settings, timings)
+
+    def _settled(self) -> int:
+        """The table's generation once a swap in progress (it holds the gate) is over."""
+        with self.store.gate.reading():
+            return self.store.generation
 
 
 def search(

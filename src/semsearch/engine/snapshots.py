@@ -371,7 +371,8 @@ def _check_rows(manifest: SnapshotManifest, work: Path) -> None:
         cap = max(MIN_DECODED_CAP, DECODED_RATIO * packed)
         try:
             with pa.ipc.open_stream(pa.memory_map(str(work / member))) as reader:
-                if not reader.schema.equals(schemas[table]):
+                accepted = (schemas[table], _before_context(schemas[table]))
+                if not any(reader.schema.equals(schema) for schema in accepted):
                     raise SnapshotRefused(f"{member} does not have the columns this version of semsearch writes")
                 rows = decoded = 0
                 for batch in reader:
@@ -446,6 +447,11 @@ def _meta(manifest: SnapshotManifest) -> dict[str, Any]:
     }
 
 
+def _before_context(schema: pa.Schema) -> pa.Schema:
+    """The chunks member as versions before the `context` column wrote it (still imported)."""
+    return schema.remove(schema.get_field_index("context")) if "context" in schema.names else schema
+
+
 def _rows(table: str, manifest: SnapshotManifest, work: Path, store: Store, kept: list[str]) -> pa.RecordBatchReader:
     """The new table's rows: the kept folders' from the current index, then the snapshot's."""
     schema = {CHUNKS: chunk_schema(manifest.dimension), FILES: FILE_SCHEMA, SYMBOLS: SYMBOL_SCHEMA}[table]
@@ -458,7 +464,12 @@ def _rows(table: str, manifest: SnapshotManifest, work: Path, store: Store, kept
                     schema=schema,
                 )
         with pa.ipc.open_stream(pa.memory_map(str(work / MEMBERS[table]))) as reader:
-            yield from reader
+            for batch in reader:
+                if batch.schema.equals(schema):
+                    yield batch
+                else:  # an export made before chunks kept their embedded context
+                    context = pa.nulls(batch.num_rows, pa.string())
+                    yield pa.RecordBatch.from_arrays([*batch.columns, context], schema=schema)
 
     return pa.RecordBatchReader.from_batches(schema, batches())
 

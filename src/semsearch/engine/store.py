@@ -43,6 +43,9 @@ from semsearch.schemas import FileChunks, FileStamp, Folder, IndexBatch, Manifes
 
 SCHEMA_VERSION = 2  # 2: chunks have `kind`; the `symbols` table
 CHUNKS = "chunks"
+# A model switch builds the new model's vectors in the other of these two tables while the one
+# named by `meta.json` keeps answering; the switch's commit point is the rewrite of that file.
+CHUNK_TABLES = (CHUNKS, "chunks_next")
 FILES = "files"
 SYMBOLS = "symbols"
 RESULT_COLUMNS = [
@@ -117,6 +120,9 @@ def chunk_schema(dimension: int) -> pa.Schema:
             pa.field("tags", pa.list_(pa.string())),
             pa.field("date", pa.string()),  # frontmatter date, else the file's mtime (YYYY-MM-DD), for filters
             pa.field("lexical", pa.string(), nullable=False),  # what BM25 indexes: text + identifier parts
+            # What the model saw before the text (code: path › breadcrumb, a split function's
+            # signature), kept so a model switch embeds what a rebuild would. Last: added to older tables.
+            pa.field("context", pa.string()),
         ]
     )
 
@@ -235,6 +241,9 @@ class Store:
         self._set_aside_other_layouts()
         self._lock = threading.RLock()  # re-entered by a snapshot import: paused(), then swap()
         self.gate = ServingGate()
+        # Bumped whenever the chunks table is replaced (a model switch): a search that began on
+        # the previous one runs again rather than mix two models' vectors.
+        self.generation = 0
         self.retention = retention
         self.housekeeping_every = housekeeping_every
         self._writes = 0
@@ -254,7 +263,15 @@ class Store:
         self._symbols = (
             self._db.open_table(SYMBOLS) if SYMBOLS in names else self._db.create_table(SYMBOLS, schema=SYMBOL_SCHEMA)
         )
-        self._chunks = self._db.open_table(CHUNKS) if CHUNKS in names else None
+        current = self.chunks_table
+        self._chunks = self._db.open_table(current) if current in names else None
+        if self._chunks is not None and "context" not in self._chunks.schema.names and self.read_consistency is None:
+            self._chunks.add_columns(pa.field("context", pa.string()))  # a table written before it was kept
+        self._side: lancedb.table.Table | None = None
+        if self.read_consistency is None:  # the writer: a table neither in use nor being built is left over
+            switch = self.meta.get("switch") or {}
+            for name in set(CHUNK_TABLES) & names - {current, switch.get("table")}:
+                self._db.drop_table(name)
         # Which indices exist, read once: only this process creates them (optimize) or drops
         # them (reset), so a list_indices() call per query would only repeat what we know.
         # By column, then kind: a missed index meant unrefined queries and a rebuild on every run.
@@ -274,8 +291,12 @@ class Store:
         with self._lock:
             self._next_refresh = time.monotonic() + self.read_consistency.total_seconds()
             seen = (self._files.version, self._chunks.version if self._chunks is not None else None)
-            if seen != self._seen_versions or self._chunks is None:
+            meta = self.location.read_json("meta.json") or {}
+            switched = meta.get("chunks_table", CHUNKS) != self.chunks_table  # the writer switched models
+            if seen != self._seen_versions or self._chunks is None or switched:
                 self._open()
+                if switched:
+                    self.generation += 1
 
     def _read_facts(self) -> IndexFacts:
         paths: dict[str, set[str]] = {}
@@ -315,6 +336,11 @@ class Store:
     def model_id(self) -> str | None:
         return self.meta.get("model_id")
 
+    @property
+    def chunks_table(self) -> str:
+        """The chunks table that answers (the other one is where a model switch builds)."""
+        return str(self.meta.get("chunks_table", CHUNKS))
+
     def _claim_model(self, batch: IndexBatch) -> None:
         """The first write fixes the model and the code chunker (and records the chunk sizes);
         later writes must match them."""
@@ -341,7 +367,152 @@ class Store:
                 "mixed — rebuild with `semsearch index --rebuild`, or set the chunker the index was built with"
             )
         if self._chunks is None:
-            self._chunks = self._db.create_table(CHUNKS, schema=chunk_schema(dimension), exist_ok=True)
+            self._chunks = self._db.create_table(self.chunks_table, schema=chunk_schema(dimension), exist_ok=True)
+
+    # --- a model switch: the new model's vectors beside the old ---------------------------
+
+    def switch_begin(self, model_id: str, dimension: int, target: str, address: str) -> dict[str, Any]:
+        """Starts building `model_id`'s vectors in the other chunks table, or resumes a build of
+        the same model that a stop interrupted (its rows are kept); a build of another model is
+        dropped. `address`: the embedder's, or "in-process" (`target` then names the model). Returns
+        the switch's record (kept in `meta.json` until the swap)."""
+        with self._lock:
+            if self.model_id is None or self._chunks is None:
+                raise ModelMismatch(
+                    "the index is empty, so there is nothing to switch: set the model "
+                    "(SEMSEARCH_MODEL or SEMSEARCH_EMBEDDINGS_URL) and run `semsearch index`"
+                )
+            if model_id == self.model_id:
+                raise ModelMismatch(f"the index already uses {model_id}; nothing to switch")
+            side = next(name for name in CHUNK_TABLES if name != self.chunks_table)
+            record = self.meta.get("switch") or {}
+            names = set(self._db.list_tables().tables)
+            if (record.get("model_id"), record.get("dimension")) != (model_id, dimension) or side not in names:
+                if side in names:
+                    self._db.drop_table(side)
+                record = {
+                    "model_id": model_id,
+                    "dimension": dimension,
+                    "table": side,
+                    "target": target,
+                    "from_model": self.model_id,
+                    "started_at": datetime.now(UTC).isoformat(),
+                }
+                self._db.create_table(side, schema=chunk_schema(dimension))
+            record.update(target=target, address=address)
+            self.meta = {**self.meta, "switch": record}
+            self.location.write_json("meta.json", self.meta)
+            self._side = self._db.open_table(side)
+            return record
+
+    def switch_abandon(self) -> None:
+        """Drops a switch's half-built table; the index goes on as it was."""
+        with self._lock:
+            record = self.meta.get("switch")
+            if record is None:
+                return
+            if record["table"] in set(self._db.list_tables().tables):
+                self._db.drop_table(record["table"])
+            self.meta = {k: v for k, v in self.meta.items() if k != "switch"}
+            self.location.write_json("meta.json", self.meta)
+            self._side = None
+
+    def _side_table(self) -> lancedb.table.Table:
+        if self._side is None:
+            raise ModelMismatch("no model switch is under way (it was cancelled, or the index was reset or replaced)")
+        return self._side
+
+    def switch_pending(self) -> tuple[dict[tuple[str, str], set[str]], int, int]:
+        """What the side table lacks, by (folder, path): the ids of chunks it has yet to embed; and
+        how many chunks the index holds and the side table already has."""
+        side = self._side_table()
+        ours = self._ids(["id", "folder", "path"])
+        built = set(side.search().select(["id"]).limit(None).to_arrow()["id"].to_pylist())
+        pending: dict[tuple[str, str], set[str]] = {}
+        total = 0
+        if ours is not None:
+            total = ours.num_rows
+            for row in ours.to_pylist():
+                if row["id"] not in built:
+                    pending.setdefault((row["folder"], row["path"]), set()).add(row["id"])
+        return pending, total, total - sum(len(ids) for ids in pending.values())
+
+    @served
+    def _ids(self, columns: list[str]) -> pa.Table | None:
+        return None if self._chunks is None else self._chunks.search().select(columns).limit(None).to_arrow()
+
+    def switch_rows(self, folder: str, paths: list[str], ids: set[str]) -> pa.Table:
+        """The index's rows for those ids (every column but the vector), read by file."""
+        if self._chunks is None:
+            return pa.table({})
+        where = f"folder = {sql_str(folder)} AND {sql_in('path', paths)}"
+        columns = [name for name in chunk_schema(1).names if name != "vector"]
+        with self.gate.reading():
+            rows = self._chunks.search().where(where).select(columns).limit(None).to_arrow()
+        return rows.filter(pc.is_in(rows["id"], value_set=pa.array(sorted(ids), pa.string())))
+
+    def switch_add(self, rows: pa.Table, vectors: np.ndarray, model_id: str) -> None:
+        """The new model's vectors for `rows` (from `switch_rows`) into the side table; written
+        twice (a resumed batch), a row is replaced, not doubled."""
+        side = self._side_table()
+        dimension = int(self.meta["switch"]["dimension"])
+        schema = chunk_schema(dimension)
+        flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1), pa.float32())
+        arrays = {name: rows[name] for name in rows.column_names}
+        arrays["vector"] = pa.FixedSizeListArray.from_arrays(flat, dimension)
+        arrays["model_id"] = pa.array([model_id] * rows.num_rows, pa.string())
+        table = pa.table([arrays[name].cast(schema.field(name).type) for name in schema.names], schema=schema)
+        side.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(table)
+
+    def switch_index(self, ann_min_rows: int) -> None:
+        """The side table's indices, built before the swap so the first query after it is as fast as any."""
+        side = self._side_table()
+        side.optimize(cleanup_older_than=self.retention, delete_unverified=True)
+        if side.count_rows() >= ann_min_rows and not any(i.columns == ["vector"] for i in side.list_indices()):
+            side.create_index("vector", config=ANN_CONFIG, replace=True)
+        if side.count_rows() and not any(i.columns == ["lexical"] for i in side.list_indices()):
+            side.create_index("lexical", config=FTS_CONFIG)
+        trim()
+
+    def switch_commit(self, embed: Callable[[pa.Table], np.ndarray], on_swap: Callable[[], None]) -> int:
+        """Under the write lock (no indexer write can land in between): the last rows the side
+        table lacks (`embed` makes their vectors), the rows of files changed or removed meanwhile
+        dropped from it, then the swap — `meta.json` names the side table and the new model (the
+        commit point: killed before it, the old index is whole and the switch resumes), searches
+        wait the few milliseconds of the re-open, `on_swap` runs (the engine's embedder changes
+        with the table), and the old table goes. Returns the chunks the new table holds."""
+        with self._lock:
+            side, record = self._side_table(), self.meta["switch"]
+            pending, _, _ = self.switch_pending()
+            for (folder, path), ids in sorted(pending.items()):
+                rows = self.switch_rows(folder, [path], ids)
+                if rows.num_rows:
+                    self.switch_add(rows, embed(rows), record["model_id"])
+            index = self._ids(["id"])
+            ours = set(index["id"].to_pylist()) if index is not None else set()
+            theirs = side.search().select(["id", "folder", "path", "sha256"]).limit(None).to_arrow().to_pylist()
+            stale = {(r["folder"], r["path"], r["sha256"]) for r in theirs if r["id"] not in ours}
+            for group in _groups(sorted(stale), 100):
+                side.delete(" OR ".join(
+                    f"(folder = {sql_str(f)} AND path = {sql_str(p)} AND sha256 = {sql_str(h)})" for f, p, h in group
+                ))  # fmt: skip
+            old = self.chunks_table
+            meta = {k: v for k, v in self.meta.items() if k != "switch"}
+            meta.update(
+                model_id=record["model_id"],
+                dimension=record["dimension"],
+                chunks_table=record["table"],
+                switched_from=self.model_id,
+                switched_at=datetime.now(UTC).isoformat(),
+            )
+            with self.gate.exclusive():
+                self.location.write_json("meta.json", meta)
+                self._open()
+                on_swap()
+                self.generation += 1
+            if self.location.local is not None and old in set(self._db.list_tables().tables):
+                self._db.drop_table(old)  # replicas on object storage may still read it: optimize drops it later
+            return self.chunk_count()
 
     # --- writes ------------------------------------------------------------------
 
@@ -400,6 +571,7 @@ class Store:
                 columns["tags"].append(own.tags)
                 columns["date"].append(own.date[:10] if own.date else mtime_date)
                 columns["lexical"].append(lexical_document(chunk.text, chunk.heading))
+                columns["context"].append(chunk.context)
         flat = np.concatenate(vectors).reshape(-1) if vectors else np.empty(0, dtype=np.float32)
         columns.pop("vector")
         schema = chunk_schema(batch.dimension)
@@ -605,7 +777,17 @@ class Store:
                 self._chunks.create_index("lexical", config=FTS_CONFIG)
                 self.fts_ready = True
                 built.append("FTS")
+            self._drop_retired()
             return {"chunks": self.chunk_count(), "version": self._chunks.version, "built": built}
+
+    def _drop_retired(self) -> None:
+        """The table a model switch replaced, once no query replica can still be reading it."""
+        switched = self.meta.get("switched_at")
+        if switched is None or datetime.fromisoformat(switched) + self.retention > datetime.now(UTC):
+            return
+        keep = {self.chunks_table, (self.meta.get("switch") or {}).get("table")}
+        for name in set(CHUNK_TABLES) & set(self._db.list_tables().tables) - keep:
+            self._db.drop_table(name)
 
     def _compact(self) -> None:
         """Compact fragments, fold new rows into the indices, drop versions older than the retention.
@@ -641,13 +823,14 @@ class Store:
         """Forget everything: used by `semsearch index --rebuild` (new model, new chunking)."""
         with self._lock:
             existing = set(self._db.list_tables().tables)
-            for name in (CHUNKS, FILES, SYMBOLS):
+            for name in (*CHUNK_TABLES, FILES, SYMBOLS):
                 if name in existing:
                     self._db.drop_table(name)
             self.location.delete("meta.json")
             self.location.delete("skipped.json")
             self.meta = {}
-            self._chunks, self.fts_ready, self.ann_kind = None, False, None
+            self._chunks, self._side, self.fts_ready, self.ann_kind = None, None, False, None
+            self.generation += 1
             self._files = self._db.create_table(FILES, schema=FILE_SCHEMA)
             self._symbols = self._db.create_table(SYMBOLS, schema=SYMBOL_SCHEMA)
             self.facts = IndexFacts()
@@ -683,6 +866,7 @@ class Store:
                 commit()
                 self.notice = None
                 self._open()
+                self.generation += 1
             shutil.rmtree(previous, ignore_errors=True)
 
     def disk_bytes(self) -> int:
@@ -739,6 +923,11 @@ def build(
         chunks.create_index("lexical", config=FTS_CONFIG)
     (index_dir / "skipped.json").write_text(json.dumps(skipped, indent=2))
     (index_dir / "meta.json").write_text(json.dumps(meta, indent=2, default=str))
+
+
+def _groups(items: list[R], size: int) -> Iterator[list[R]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
 
 
 def _replace(table: lancedb.table.Table, rows: pa.Table, gone: str) -> None:

@@ -361,6 +361,7 @@ class Indexer:
                     heading=c.heading,
                     page=c.page,
                     kind=c.kind,
+                    context=c.context,
                     flags=screening.flags(c.text, prose=code is None),
                     meta=c.meta,
                 )  # fmt: skip

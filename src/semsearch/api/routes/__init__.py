@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from semsearch.api.routes import folders, health, index, reads, runs, search, status, tokens
+from semsearch.api.routes import folders, health, index, model, reads, runs, search, status, tokens
 
 ROUTERS: list[APIRouter] = [
     health.router,
-    *(part.router for part in (folders, runs, search, reads, index, tokens, status)),
+    *(part.router for part in (folders, runs, search, reads, index, model, tokens, status)),
 ]

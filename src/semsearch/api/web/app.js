@@ -262,6 +262,11 @@ async function loadStatus() {
   }
 }
 
+function switchLine(s) {
+  const counts = s.total ? `${s.embedded.toLocaleString()} of ${s.total.toLocaleString()} chunks` : "starting";
+  return `${s.state}: ${s.fromModel || "?"} → ${s.toModel || s.target || "?"} (${counts})${s.error ? ` — ${s.error}` : ""}`;
+}
+
 function renderStatus(status) {
   const e = status.embedder;
   const facts = [
@@ -269,6 +274,7 @@ function renderStatus(status) {
     ["Embedder", e.ready ? `${e.modelId} (${e.dimension} dimensions, ${e.quantisation || "float"})` : `down: ${e.error}`],
     ...(e.cpu ? [["CPU", e.cpu]] : []),
     ["Embedder address", e.address],
+    ...(status.modelSwitch ? [["Model switch", switchLine(status.modelSwitch)]] : []),
     ["Files / chunks", `${status.files.toLocaleString()} / ${status.chunks.toLocaleString()}`],
     ["Vector index", status.vectorIndex],
     ["Full-text index", status.fullTextIndex ? "ready" : "not built yet"],
