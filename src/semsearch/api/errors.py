@@ -19,7 +19,7 @@ from semsearch.engine.location import StoreUnavailable
 from semsearch.engine.runs import LeaseConflict, QueueFull, RunCancelled, RunNotFound
 from semsearch.engine.snapshots import SnapshotRefused
 from semsearch.engine.store import InvalidBatch, ModelMismatch
-from semsearch.engine.switch import SwitchBusy
+from semsearch.engine.switch import SwitchBusy, SwitchRefused
 
 PROBLEM = "application/problem+json"
 
@@ -38,6 +38,7 @@ def problem(status: int, title: str, detail: str, headers: dict[str, str] | None
 DOMAIN_ERRORS: dict[type[Exception], tuple[int, str]] = {
     ModelMismatch: (409, "Model mismatch"),
     SwitchBusy: (409, "Switch under way"),
+    SwitchRefused: (400, "Switch refused"),
     SnapshotRefused: (400, "Snapshot refused"),
     TokenError: (400, "Token refused"),
     LeaseConflict: (409, "Folder busy"),

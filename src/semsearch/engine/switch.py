@@ -41,6 +41,10 @@ class SwitchBusy(Exception):
     """A switch is already running."""
 
 
+class SwitchRefused(ValueError):
+    """A switch that cannot start as asked (e.g. no embedder answers at the address given)."""
+
+
 def embedded_texts(rows: pa.Table) -> list[str]:
     """What the model sees of each chunk row: its context on its own line, then its text (as the
     indexer's `Chunk.embedded`)."""

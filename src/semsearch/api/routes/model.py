@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from contextlib import closing
+
 from fastapi import APIRouter, Depends, status
 
 from semsearch.api.auth import authenticate
 from semsearch.api.deps import ADMIN, READ, EngineDep, SettingsDep
-from semsearch.embedder.client import EmbedderClient
+from semsearch.embedder.client import EmbedderClient, EmbedderError
+from semsearch.engine.switch import SwitchRefused
 from semsearch.schemas import ModelSwitch, ModelSwitchIn
+
+PROBE_S = 5.0  # an embedder on a reachable host answers Info in milliseconds
 
 router = APIRouter(prefix="/v1", tags=["model"], dependencies=[Depends(authenticate)])
 
@@ -17,9 +22,17 @@ def switch_model(body: ModelSwitchIn, engine: EngineDep, settings: SettingsDep) 
     """Re-embed the index with the model the embedder at `embedder` serves, beside the current
     vectors (which keep answering), then swap both at once. Returns at once; `GET` follows it.
     Sent again after the API stopped, the same switch resumes where it was."""
+    # A wrong address is an answer now (the caller's to fix), not a failed switch later.
+    try:
+        with closing(EmbedderClient(body.embedder, timeout=PROBE_S)) as probe:
+            probe.info()
+    except EmbedderError as exc:
+        raise SwitchRefused(
+            f"no embedder answered at {body.embedder} ({exc}); start one with the new model there "
+            "(`semsearch embedder --model PATH --port N`) and send its host:port"
+        ) from exc
     target = EmbedderClient(body.embedder, timeout=settings.embedder_timeout_s)
     try:
-        target.info()  # a wrong address is an answer now, not a failed switch later
         return engine.switch_model(target, body.embedder, wait=False)
     except Exception:
         target.close()
