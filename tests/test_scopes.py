@@ -47,6 +47,7 @@ def request_for(method: str, path: str, alpha: Path) -> dict[str, Any]:
         "POST /v1/grep": {"pattern": "tides", "folder": ["alpha"]},
         "POST /v1/index/reset": {"confirm": False},
         "POST /v1/tokens": {"name": "made-by-matrix", "scope": "read"},
+        "POST /v1/model/switch": {"embedder": "127.0.0.1:9"},  # nobody there: refused after the scope check
     }
     params: dict[str, Any] = {
         "GET /v1/files": {"path": str(alpha / "tides.md")},
@@ -97,6 +98,10 @@ EXPECTED: dict[str, tuple[str, bool]] = {
     "GET /v1/tokens": ("admin", False),
     "POST /v1/tokens": ("admin", False),
     "DELETE /v1/tokens/{name}": ("admin", False),
+    "POST /v1/model/switch": ("admin", False),
+    # The index's totals, like the index size in status: only for tokens that cover every folder.
+    "GET /v1/model/switch": ("read", True),
+    "DELETE /v1/model/switch": ("admin", False),
     "GET /v1/calibration": ("read", False),
     "GET /v1/status": ("read", False),
 }

@@ -818,7 +818,9 @@ class Status(Wire):
     )
     full_text_index: bool
     snapshot: SnapshotOrigin | None = Field(None, description="Set when the index was imported from a snapshot.")
-    model_switch: ModelSwitch | None = Field(None, description="A switch to another model, under way or just done.")
+    model_switch: ModelSwitch | None = Field(
+        None, description="A switch to another model, under way or just done (tokens that cover every folder)."
+    )
     workers: list[str] = Field(
         default_factory=list,
         description="Indexer workers polling for runs or running one now (empty on a query replica: "

@@ -286,7 +286,7 @@ class Engine:
             vector_index=store.ann_kind or "flat",
             full_text_index=store.fts_ready,
             snapshot=store.meta.get("snapshot"),
-            model_switch=switch if (switch := self.model_switch()).state != "none" else None,
+            model_switch=switch if every_folder and (switch := self.model_switch()).state != "none" else None,
             workers=self.runs.workers() if settings.role != "query" else [],
         )
 

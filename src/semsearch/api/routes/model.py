@@ -6,8 +6,8 @@ from contextlib import closing
 
 from fastapi import APIRouter, Depends, status
 
-from semsearch.api.auth import authenticate
-from semsearch.api.deps import ADMIN, READ, EngineDep, SettingsDep
+from semsearch.api.auth import authenticate, needs
+from semsearch.api.deps import ADMIN, EngineDep, SettingsDep
 from semsearch.embedder.client import EmbedderClient, EmbedderError
 from semsearch.engine.switch import SwitchRefused
 from semsearch.schemas import ModelSwitch, ModelSwitchIn
@@ -39,9 +39,10 @@ def switch_model(body: ModelSwitchIn, engine: EngineDep, settings: SettingsDep) 
         raise
 
 
-@router.get("/model/switch", dependencies=[READ])
+@router.get("/model/switch", dependencies=[Depends(needs("read", every_folder=True))])
 def model_switch(engine: EngineDep) -> ModelSwitch:
-    """The switch under way, or the last one (`state: none` when there was none)."""
+    """The switch under way, or the last one (`state: none` when there was none); for tokens that
+    cover every folder (it counts the whole index's chunks)."""
     return engine.model_switch()
 
 
