@@ -268,10 +268,8 @@ class Store:
         if self._chunks is not None and "context" not in self._chunks.schema.names and self.read_consistency is None:
             self._chunks.add_columns(pa.field("context", pa.string()))  # a table written before it was kept
         self._side: lancedb.table.Table | None = None
-        if self.read_consistency is None:  # the writer: a table neither in use nor being built is left over
-            switch = self.meta.get("switch") or {}
-            for name in set(CHUNK_TABLES) & names - {current, switch.get("table")}:
-                self._db.drop_table(name)
+        if self.read_consistency is None:  # the writer: the table a switch replaced, once no replica reads it
+            self._drop_retired()
         # Which indices exist, read once: only this process creates them (optimize) or drops
         # them (reset), so a list_indices() call per query would only repeat what we know.
         # By column, then kind: a missed index meant unrefined queries and a rebuild on every run.
@@ -784,7 +782,7 @@ class Store:
         """The table a model switch replaced, once no query replica can still be reading it."""
         switched = self.meta.get("switched_at")
         if switched is None or datetime.fromisoformat(switched) + self.retention > datetime.now(UTC):
-            return
+            return  # a query replica on object storage may still be reading it
         keep = {self.chunks_table, (self.meta.get("switch") or {}).get("table")}
         for name in set(CHUNK_TABLES) & set(self._db.list_tables().tables) - keep:
             self._db.drop_table(name)
