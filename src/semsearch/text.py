@@ -66,3 +66,10 @@ def escape_invisible(text: str) -> str:
         return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
     return HIDDEN_CHARACTERS.sub(escaped, text)
+
+
+def embedded(context: str | None, text: str) -> str:
+    """What the model sees of a chunk: its context (code: path › breadcrumb, a split function's
+    signature) on its own line, then its text. The indexer embeds this, and a model switch or the
+    API's re-embedding of an old model's batch must make the same input from the stored parts."""
+    return f"{context}\n{text}" if context else text

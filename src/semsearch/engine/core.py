@@ -50,6 +50,7 @@ from semsearch.schemas import (
     Status,
     Synced,
 )
+from semsearch.text import embedded
 from semsearch.timing import Timings
 from semsearch.version import __version__
 
@@ -179,7 +180,7 @@ class Engine:
         )
         upserts = []
         for f in batch.upserts:
-            texts = [f"{c.context}\n{c.text}" if c.context else c.text for c in f.chunks]
+            texts = [embedded(c.context, c.text) for c in f.chunks]
             vectors = self.embedder.embed(texts) if texts else np.empty((0, info.dimension), np.float32)
             # The field holds the decoded bytes once validated; model_copy does not validate again.
             upserts.append(f.model_copy(update={"vectors": vectors.astype("<f4").tobytes()}))

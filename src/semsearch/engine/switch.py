@@ -26,6 +26,7 @@ from semsearch.config import Settings
 from semsearch.embedder.interface import Embedder
 from semsearch.engine.store import Store
 from semsearch.schemas import ModelSwitch
+from semsearch.text import embedded
 
 log = logging.getLogger("semsearch.engine")
 
@@ -46,12 +47,8 @@ class SwitchRefused(ValueError):
 
 
 def embedded_texts(rows: pa.Table) -> list[str]:
-    """What the model sees of each chunk row: its context on its own line, then its text (as the
-    indexer's `Chunk.embedded`)."""
-    return [
-        f"{context}\n{text}" if context else text
-        for context, text in zip(rows["context"].to_pylist(), rows["text"].to_pylist(), strict=True)
-    ]
+    """What the model saw of each chunk row (`semsearch.text.embedded`, as the indexer made it)."""
+    return [embedded(c, t) for c, t in zip(rows["context"].to_pylist(), rows["text"].to_pylist(), strict=True)]
 
 
 class SwitchJob:

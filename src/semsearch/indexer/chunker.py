@@ -32,6 +32,7 @@ from semsearch.config import Settings
 from semsearch.corpus.extract import Document, Segment, Unindexable
 from semsearch.indexer.syntax import GRAMMARS, Symbol, chunk_code
 from semsearch.schemas import DocMeta
+from semsearch.text import embedded
 from semsearch.text import lines as text_lines
 
 CountTokens = Callable[[list[str]], list[int]]
@@ -63,7 +64,7 @@ class Chunk:
     @property
     def embedded(self) -> str:
         """What the model sees: the context (if any) on its own lines, then the text."""
-        return f"{self.context}\n{self.text}" if self.context else self.text
+        return embedded(self.context, self.text)
 
 
 @dataclass(frozen=True)
