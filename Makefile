@@ -90,15 +90,17 @@ test-fast: install
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info src/semsearch/proto/embedder_pb2* tests/ts_client/node_modules
 
-# Retrieval quality on SciFact (../shared/eval), four FAQs (Python, Debian, git, SQLAlchemy: Debian
-# doc packages and a PyPI sdist) and two code sets (click, rich), each held out of the fusion
-# tuning in turn; ~40 min on 2 cores the first time, then the indexes are reused.
+# Retrieval quality on SciFact (../shared/eval), eight FAQs (Python, Debian, git: Debian doc packages;
+# SQLAlchemy, Celery, Scrapy, coverage.py, Pylint: PyPI sdists) and code sets in Python, Rust, Go and
+# TypeScript (PyPI sdists, Debian source packages, npm), each held out of the fusion tuning;
+# ~60 min on 2 cores the first time, then the indexes are reused.
 eval: install
 	@for pkg in python3.11-doc debian-faq git-doc; do dpkg -s $$pkg >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \
 	  test -z "$$missing" || apt-get install -y -qq $$missing || (apt-get update -qq && apt-get install -y -qq $$missing) \
 	  || echo "eval: install Debian's$$missing for the question sets"
 	$(BIN)/python -m eval.run --write-ranking
 	$(BIN)/python -m eval.code
+	$(BIN)/python -m eval.views
 	$(BIN)/python -m eval.prompts
 	$(BIN)/python -m eval.screening
 	$(BIN)/python -m eval.redaction

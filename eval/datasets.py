@@ -54,6 +54,10 @@ FINGERPRINTS = {
     "faq": "11c52aed4168970ab66d88b37e2b80fda68cd7c3b20735a7a5d460e7edd4365c",  # python3.11-doc 3.11.2-6+deb12u8
     "debian-faq": "4e012742160b0fe465982d0a59b70f8a88b0e081363d26ea566ef434f426a469",  # debian-faq 11.1
     "gitfaq": "977344e81682a9746384945adbd4d1bfa49532e1eb1b72cd915346615afaa567",  # git-doc 1:2.39.5-0+deb12u3
+    "celery-5.7.0.tar.gz": "6a5dfcf6662287204f009a02002b9e66c83d4105e47ebabdc7079108772fc6f0",
+    "scrapy-2.19.0.tar.gz": "34130726582b64c91531162ab277c4053e558876d49ba219cb43679e71d80a87",
+    "pylint-4.1.4.tar.gz": "4c9176dc6c9f1b98b742195f01899b290369d5a27b4b41d1014c17f2f96b26f1",
+    "coverage-7.17.5.tar.gz": "4f41d35b798714a2e79ec2097d6b03c92cd3b7de58e422fce7a1ca2c0c25b276",
 }
 MAX_DOCSTRING_QUERIES = 200
 
@@ -233,7 +237,7 @@ def fetch_sdist(work: Path, filename: str) -> Path:
     return root
 
 
-RST_UNDERLINE = re.compile(r"^([=\-~^\"'*+#`])\1{3,}\s*$")
+RST_UNDERLINE = re.compile(r"^([=\-~^\"'*+#`.])\1{3,}\s*$")
 
 
 def rst_sections(text: str) -> list[tuple[str, int, str]]:
@@ -277,6 +281,50 @@ def sqla_faq(work: Path) -> Dataset:
                        "sqlalchemy-2.0.36.tar.gz").read_bytes()]))  # fmt: skip
 
 
+ANSWER_MARK = re.compile(r"^\*\*Answer:\*\*\s*")  # celery opens every answer with it: a giveaway, not text
+QUESTION_MARK = re.compile(r"^Q:\s*")
+
+
+def rst_faq(
+    work: Path, name: str, sdist: str, faq: str, pages: str, source: str, skip: tuple[str, ...] = ()
+) -> Dataset:
+    """A project's reST FAQ: each section titled with a question is a pair, its answer stored
+    without the title, among the pages of the same docs (the hard case: they share its words)."""
+    root = fetch_sdist(work, sdist)
+    out = QuestionSet(work, name)
+    for title, level, body in rst_sections((root / faq).read_text()):
+        title = QUESTION_MARK.sub("", title)
+        if level > 0 and title.endswith("?"):
+            out.pair("faq", title, ANSWER_MARK.sub("", body))
+    for page in sorted(root.glob(pages)):
+        if page.name != Path(faq).name and page.stem not in ("index", *skip):
+            out.distractor(page.stem, page.read_text())
+    return out.dataset(source, fingerprint(sdist, [(work / "download" / sdist).read_bytes()]))
+
+
+def celery_faq(work: Path) -> Dataset:
+    return rst_faq(work, "celery-faq", "celery-5.7.0.tar.gz", "docs/faq.rst", "docs/userguide/*.rst",
+                   "Celery 5.7.0 FAQ among its 17 user-guide pages (PyPI sdist)")  # fmt: skip
+
+
+def scrapy_faq(work: Path) -> Dataset:
+    return rst_faq(work, "scrapy-faq", "scrapy-2.19.0.tar.gz", "docs/faq.rst", "docs/topics/*.rst",
+                   "Scrapy 2.19.0 FAQ among its 47 topic pages (PyPI sdist)")  # fmt: skip
+
+
+def pylint_faq(work: Path) -> Dataset:
+    return rst_faq(work, "pylint-faq", "pylint-4.1.4.tar.gz", "doc/faq.rst", "doc/user_guide/**/*.rst",
+                   "Pylint 4.1.4 FAQ among its 21 user-guide pages (PyPI sdist)")  # fmt: skip
+
+
+def coverage_faq(work: Path) -> Dataset:
+    # The changelog and the API pages are left out: the one is release notes, the others autodoc stubs.
+    return rst_faq(work, "coverage-faq", "coverage-7.17.5.tar.gz", "doc/faq.rst", "doc/*.rst",
+                   "coverage.py 7.17.5 FAQ among its other doc pages (PyPI sdist)",
+                   skip=("changes", "api", "api_coverage", "api_coveragedata", "api_exceptions", "api_module",
+                         "api_plugin", "sleepy"))  # fmt: skip
+
+
 def blank_docstrings(source: str) -> tuple[str, list[tuple[str, int]]]:
     """The source with each docstring's lines emptied (so line numbers hold), and the first
     sentence of every function's and class's docstring that was blanked, with the line of its
@@ -306,6 +354,19 @@ def blank_docstrings(source: str) -> tuple[str, list[tuple[str, int]]]:
     return "\n".join(lines) + "\n", firsts
 
 
+def sampled(work: Path, name: str, prefix: str, asked: dict[str, set[tuple[str, int]]]) -> tuple[dict[str, str], Path]:
+    """At most MAX_DOCSTRING_QUERIES of the sentences asked, and their qrels (each sentence's files)."""
+    # A deterministic sample, spread over the files rather than the first ones.
+    chosen = sorted(asked, key=lambda q: hashlib.sha1(q.encode()).hexdigest())[:MAX_DOCSTRING_QUERIES]
+    queries = {f"{prefix}-{n:03d}": q for n, q in enumerate(sorted(chosen))}
+    qrels = ["query-id\tcorpus-id\tscore"] + [
+        f"{qid}\t{f}\t1" for qid, q in queries.items() for f in sorted({m for m, _ in asked[q]})
+    ]
+    qrels_path = work / "qrels" / f"{name}.tsv"
+    _write_if_changed(qrels_path, "\n".join(qrels) + "\n")
+    return queries, qrels_path
+
+
 def docstring_set(work: Path, name: str, sdist: str, package: str, source: str) -> Dataset:
     """A library's own docstrings' first sentences, asked of its source with the docstrings gone.
     Judged by file (the module the sentence came from) and by definition (a returned chunk
@@ -318,14 +379,7 @@ def docstring_set(work: Path, name: str, sdist: str, package: str, source: str) 
         _write_if_changed(folder / module.name, blanked)
         for first, line in firsts:
             asked.setdefault(first, set()).add((module.name, line))
-    # A deterministic sample, spread over the modules rather than the first ones.
-    chosen = sorted(asked, key=lambda q: hashlib.sha1(q.encode()).hexdigest())[:MAX_DOCSTRING_QUERIES]
-    queries = {f"{name.split('-')[0]}-{n:03d}": q for n, q in enumerate(sorted(chosen))}
-    qrels = ["query-id\tcorpus-id\tscore"] + [
-        f"{qid}\t{f}\t1" for qid, q in queries.items() for f in sorted({m for m, _ in asked[q]})
-    ]
-    qrels_path = work / "qrels" / f"{name}.tsv"
-    _write_if_changed(qrels_path, "\n".join(qrels) + "\n")
+    queries, qrels_path = sampled(work, name, name.split("-")[0], asked)
     doc_of = {p.name: p.name for p in folder.glob("*.py")}
     archive = work / "download" / sdist
     return Dataset(name, folder, {"test": queries}, {"test": qrels_path}, doc_of, kind="code", source=source,
@@ -378,4 +432,6 @@ def code(work: Path) -> Dataset:
 
 
 BUILDERS = {"scifact": scifact, "faq": faq, "debian-faq": debian_faq, "gitfaq": gitfaq, "sqla-faq": sqla_faq,
+            "celery-faq": celery_faq, "scrapy-faq": scrapy_faq, "coverage-faq": coverage_faq,
+            "pylint-faq": pylint_faq,
             "code": code, "rich-doc": rich_doc, "boltons-doc": boltons_doc}  # fmt: skip
