@@ -245,6 +245,37 @@ def query_latency(url: str, queries: list[str], clients: int = 1, mode: str = "h
     return percentiles(samples) | {"qps": round(len(samples) / wall, 1), "clients": clients, "stagesP50_ms": medians}
 
 
+def memory_copy_ab(data_dir: Path, address: str, queries: list[str], bound: int, rounds: int = 2) -> dict[str, Any]:
+    """The same index served with the in-memory copy (SEMSEARCH_RESIDENT_ROWS=bound) and without
+    it (0), a fresh API process each, in alternating rounds: p50/p99 (medians over the rounds),
+    each stage's median, and the API's peak RSS."""
+    runs: dict[str, list[dict[str, Any]]] = {"lancedb": [], "inMemory": []}
+    for _ in range(rounds):
+        for arm, setting in (("lancedb", "0"), ("inMemory", str(bound))):
+            api, env = start_api(data_dir, address, SEMSEARCH_RESIDENT_ROWS=setting)
+            url = env["SEMSEARCH_URL"]
+            if arm == "inMemory":  # the copy loads in the background at start-up: measure it loaded
+                deadline = time.monotonic() + 300
+                while httpx.get(f"{url}/v1/status", timeout=30).json().get("inMemory") is None:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"the in-memory copy of {data_dir} did not load; see {data_dir}/api.log")
+                    time.sleep(0.2)
+            runs[arm].append(query_latency(url, queries) | {"apiPeakRssMb": round(rss_peak_mb(api.pid), 1)})
+            api.stop()
+    out: dict[str, Any] = {"bound": bound}
+    for arm, entries in runs.items():
+        out[arm] = {
+            "p50_ms": round(statistics.median(e["p50_ms"] for e in entries), 2),
+            "p99_ms": round(statistics.median(e["p99_ms"] for e in entries), 2),
+            "apiPeakRssMb": max(e["apiPeakRssMb"] for e in entries),
+            "stagesP50_ms": {k: round(statistics.median(e["stagesP50_ms"].get(k, 0.0) for e in entries), 2)
+                             for k in entries[0]["stagesP50_ms"]},
+            "rounds": [{"p50_ms": e["p50_ms"], "p99_ms": e["p99_ms"]} for e in entries],
+        }  # fmt: skip
+    out["p50Ratio"] = round(out["inMemory"]["p50_ms"] / out["lancedb"]["p50_ms"], 3)
+    return out
+
+
 def stage_line(entry: dict[str, Any]) -> str:
     """`embed 5.1 · vector 2.3 · … · total 9.8` (medians, ms): where a query's time goes."""
     return " · ".join(f"{stage} {ms}" for stage, ms in entry.get("stagesP50_ms", {}).items())
@@ -433,6 +464,17 @@ def main() -> None:
             "apiPeakRssMb": round(rss_peak_mb(api.pid), 1),
         }
         api.stop()
+
+    console.print("7a. the in-memory copy against LanceDB alone, alternating rounds")
+    default_bound = Settings().resident_rows
+    results["memoryCopy"] = {
+        name: memory_copy_ab(work / "run" / name, address, queries, bound)
+        for name, bound in (
+            ("corpus", default_bound),
+            ("synthetic10000", default_bound),
+            (f"synthetic{args.big}", 2 * args.big),  # over the default bound: what holding it would give
+        )
+    }
 
     console.print("7b. MCP bridge start-up")
     results["mcpStartup"] = bridge_startup(env)
@@ -679,6 +721,18 @@ def report() -> None:
         if "duringIndexing" in entry:
             rows.append(("query p99 during indexing (× idle)", entry["p99RatioToIdle"], "≤ 3"))
             rows.append(("MCP stdio search p50 ms", entry["mcpStdio"]["p50_ms"], "≤ 40"))
+    for key, ab in results.get("memoryCopy", {}).items():
+        on, off = ab["inMemory"], ab["lancedb"]
+        rows.append(
+            (
+                f"query {key} p50/p99 ms: in memory vs LanceDB alone (p50 ×)",
+                f"{on['p50_ms']}/{on['p99_ms']} vs {off['p50_ms']}/{off['p99_ms']} ({ab['p50Ratio']})",
+                "10k: ≤10/30, 100k: ≤15/45",
+            )
+        )
+        rows.append((f"  stages p50 ms {key}, in memory", stage_line(on), ""))
+        rss = f"{on['apiPeakRssMb']} vs {off['apiPeakRssMb']}"
+        rows.append((f"  API peak RSS MB {key}: in memory vs not", rss, ""))
     startup = results["mcpStartup"]
     rows.append(
         (

@@ -1304,7 +1304,9 @@ def status(as_json: bool) -> None:
             click.echo(f"data      {st.data_dir}  ({st.index_bytes / 1e6:.1f} MB index)")
         click.echo(f"folders   {len(st.folders)}  files {st.files:,}  chunks {st.chunks:,}")
         full_text = "BM25 index" if st.full_text_index else "no BM25 index yet (run `semsearch index`)"
-        click.echo(f"indexes   vectors: {st.vector_index}, {full_text}")
+        held = f"; in memory: {st.in_memory:,} chunks" if st.in_memory is not None else ""
+        held += f" ({st.in_memory_bytes / 1e6:.1f} MB)" if held and st.in_memory_bytes is not None else ""
+        click.echo(f"indexes   vectors: {st.vector_index}, {full_text}{held}")
         if st.role != "query":
             workers = ", ".join(st.workers) or "none (requested runs wait: `semsearch worker` or `semsearch serve`)"
             click.echo(f"workers   {workers}")

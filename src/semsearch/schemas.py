@@ -817,6 +817,12 @@ class Status(Wire):
         "step rebuilds it), else `flat` (exact scan)."
     )
     full_text_index: bool
+    in_memory: int | None = Field(
+        None,
+        description="Chunks held in memory for searches at the table's current version (SEMSEARCH_RESIDENT_ROWS); "
+        "null while none is: over the bound, just written to (a reload follows within seconds), or switched off.",
+    )
+    in_memory_bytes: int | None = Field(None, description="What that copy takes: its rows and vectors.")
     snapshot: SnapshotOrigin | None = Field(None, description="Set when the index was imported from a snapshot.")
     model_switch: ModelSwitch | None = Field(
         None, description="A switch to another model, under way or just done (tokens that cover every folder)."

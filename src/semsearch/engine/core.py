@@ -75,7 +75,9 @@ class Engine:
             timedelta(seconds=settings.version_retention_s),
             settings.housekeeping_every_writes,
             read_consistency=timedelta(seconds=settings.read_consistency_s) if replica else None,
+            resident_rows=settings.resident_rows,
         )
+        self.store.warm()
         # With the index on object storage the folder list and the run queue live beside it:
         # every API over that index (the writer, its query replicas) reads the same ones.
         self.registry = FolderRegistry(
@@ -286,6 +288,8 @@ class Engine:
             chunks=sum(f.chunks for f in views),
             vector_index=store.ann_kind or "flat",
             full_text_index=store.fts_ready,
+            in_memory=held[0] if (held := store.in_memory()) else None,
+            in_memory_bytes=held[1] if held else None,
             snapshot=store.meta.get("snapshot"),
             model_switch=switch if every_folder and (switch := self.model_switch()).state != "none" else None,
             workers=self.runs.workers() if settings.role != "query" else [],

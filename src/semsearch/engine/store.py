@@ -38,6 +38,7 @@ from semsearch.engine.facts import IndexFacts
 from semsearch.engine.filters import HIDDEN_STATUSES, TRUE, sql_in, sql_str
 from semsearch.engine.lexical import lexical_document
 from semsearch.engine.location import IndexLocation, StoreUnavailable, reason
+from semsearch.engine.resident import ResidentCache, Stale
 from semsearch.malloc import trim
 from semsearch.schemas import FileChunks, FileStamp, Folder, IndexBatch, ManifestEntry
 
@@ -229,9 +230,12 @@ class Store:
         retention: timedelta,
         housekeeping_every: int,
         read_consistency: timedelta | None = None,
+        resident_rows: int = 0,
     ) -> None:
         """`read_consistency`: a query replica's — it never writes, and sees what the writer commits
-        within that interval (LanceDB re-checks for new versions, `refresh` for new tables)."""
+        within that interval (LanceDB re-checks for new versions, `refresh` for new tables).
+        `resident_rows`: a chunks table up to this size is also held in memory for searches
+        (engine/resident.py); 0: never."""
         self.location = location
         self.read_consistency = read_consistency
         self._next_refresh = 0.0
@@ -247,6 +251,7 @@ class Store:
         self.retention = retention
         self.housekeeping_every = housekeeping_every
         self._writes = 0
+        self.resident = ResidentCache(resident_rows, RESULT_COLUMNS)
         self._open()
 
     @property
@@ -258,6 +263,7 @@ class Store:
 
     def _open(self) -> None:
         self._db, names = connect(self.location, self.read_consistency)
+        self.resident.drop()
         self.meta: dict[str, Any] = self.location.read_json("meta.json") or {}
         self._files = self._db.open_table(FILES) if FILES in names else self._db.create_table(FILES, schema=FILE_SCHEMA)
         self._symbols = (
@@ -698,6 +704,12 @@ class Store:
         """Nearest chunks by cosine, filtered inside the query; each row has `cosine`."""
         if self._chunks is None:
             return []
+        copy = self.resident.current(self._chunks)
+        if copy is not None:
+            try:
+                return copy.nearest(vector, limit, where)
+            except Stale:
+                pass  # written to meanwhile: LanceDB answers
         # Cosine is set on every query: LanceDB's default metric is L2.
         search = self._chunks.search(vector.astype(np.float32), vector_column_name="vector")
         query = cast(LanceVectorQueryBuilder, search)
@@ -723,6 +735,18 @@ class Store:
         search = self._chunks.search(query, query_type="fts", fts_columns="lexical")
         if where != TRUE:
             search = search.where(where, prefilter=True)
+        copy = self.resident.current(self._chunks)
+        if copy is not None:  # ids and scores from the index, the rest from memory
+            found = search.select(["id"]).limit(limit).to_arrow()
+            held = copy.lookup(found["id"].to_pylist())
+            if held is not None and self._chunks.version == copy.version:
+                rows, vectors = held
+                for row, vector, score in zip(rows, vectors, found["_score"].to_pylist(), strict=True):
+                    row["vector"], row["bm25"] = vector, float(score)
+                return rows
+            search = self._chunks.search(query, query_type="fts", fts_columns="lexical")
+            if where != TRUE:
+                search = search.where(where, prefilter=True)
         result = search.select([*RESULT_COLUMNS, "vector"]).limit(limit).to_arrow()
         # Vectors as one numpy matrix (zero copy), not 384 Python floats per row.
         column = result["vector"].combine_chunks()
@@ -740,6 +764,20 @@ class Store:
             return 0
         hits = self._chunks.search(term, query_type="fts", fts_columns="lexical").select(["id"]).limit(cap + 1)
         return int(hits.to_arrow().num_rows)
+
+    @served
+    def warm(self, wait: bool = False) -> None:
+        """Reads the chunks table into memory for searches (if it is within the bound): in the
+        background at start-up, now with `wait`."""
+        if wait and self._chunks is not None and self.resident.max_rows > 0:
+            self.resident.load(self._chunks)
+        else:
+            self.resident.current(self._chunks)
+
+    def in_memory(self) -> tuple[int, int] | None:
+        """(chunks, bytes) of the copy searches use now; None when LanceDB answers every arm."""
+        copy = self.resident.current(self._chunks)
+        return None if copy is None else (len(copy.positions), copy.nbytes)
 
     @served
     def count_where(self, where: str) -> int:
@@ -832,6 +870,7 @@ class Store:
             self._files = self._db.create_table(FILES, schema=FILE_SCHEMA)
             self._symbols = self._db.create_table(SYMBOLS, schema=SYMBOL_SCHEMA)
             self.facts = IndexFacts()
+            self.resident.drop()
 
     # --- snapshots -------------------------------------------------------------------
 

@@ -278,6 +278,7 @@ function renderStatus(status) {
     ["Files / chunks", `${status.files.toLocaleString()} / ${status.chunks.toLocaleString()}`],
     ["Vector index", status.vectorIndex],
     ["Full-text index", status.fullTextIndex ? "ready" : "not built yet"],
+    ["In memory", status.inMemory == null ? "no (LanceDB answers)" : `${status.inMemory.toLocaleString()} chunks, ${bytes(status.inMemoryBytes)}`],
     // Shown only to tokens that cover every folder: a folder-limited one gets neither.
     ...(status.indexBytes == null ? [] : [["Index size", bytes(status.indexBytes)]]),
     ...(status.dataDir == null ? [] : [["Data directory", status.dataDir]]),

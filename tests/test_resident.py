@@ -1,0 +1,138 @@
+"""The in-memory copy searches use (engine/resident.py): LanceDB's answers, never a stale one,
+within its bound — on a real LanceDB table, then through the engine with the real model."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, cast
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+import pytest
+from lancedb.query import LanceVectorQueryBuilder
+
+import semsearch
+from semsearch.engine.resident import ResidentCache
+from tests.corpus import FILES, write_tree
+
+COLUMNS = ["id", "path", "text"]
+
+
+def _table(tmp_path: Path, n: int, seed: int = 7) -> lancedb.table.Table:
+    rng = np.random.default_rng(seed)
+    vectors = rng.normal(size=(n, 16)).astype(np.float32)
+    data = pa.table(
+        {
+            "id": [f"c{i}" for i in range(n)],
+            "path": [f"{'src' if i % 3 else 'docs'}/f{i}.txt" for i in range(n)],
+            "text": [f"chunk number {i}" for i in range(n)],
+            "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), 16),
+        }
+    )
+    return lancedb.connect(str(tmp_path / "db")).create_table("chunks", data=data)
+
+
+def _until(check: Callable[[], Any], seconds: float = 30.0) -> Any:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"not true within {seconds} s: {check}")
+
+
+def test_the_copy_answers_as_lancedb_does(tmp_path: Path) -> None:
+    table = _table(tmp_path, 300)
+    copy = ResidentCache(1000, COLUMNS).load(table)
+    assert copy is not None and len(copy.positions) == 300 and copy.version == table.version
+    query = np.random.default_rng(1).normal(size=16).astype(np.float32)
+    for where in ("true", "path LIKE 'src/%'", "path LIKE 'docs/%' AND id != 'c3'", "false"):
+        search = cast(LanceVectorQueryBuilder, table.search(query, vector_column_name="vector")).distance_type("cosine")
+        if where != "true":
+            search = search.where(where, prefilter=True)
+        expected = search.select(["id"]).limit(20).to_arrow()
+        got = copy.nearest(query, 20, where)
+        assert [r["id"] for r in got] == expected["id"].to_pylist(), where
+        assert np.allclose([r["cosine"] for r in got], 1 - expected["_distance"].to_numpy(), atol=1e-5)
+        assert all(set(r) >= {"id", "path", "text", "cosine"} for r in got)
+    rows, vectors = copy.lookup(["c5", "c1"]) or ([], np.empty(0))
+    assert [r["text"] for r in rows] == ["chunk number 5", "chunk number 1"] and vectors.shape == (2, 16)
+    assert copy.lookup(["c5", "not-a-chunk"]) is None  # a row it does not hold: LanceDB answers
+
+
+def test_a_write_makes_the_copy_stale_at_once_and_a_reload_follows(tmp_path: Path) -> None:
+    table = _table(tmp_path, 50)
+    cache = ResidentCache(1000, COLUMNS)
+    assert cache.current(table) is None  # nothing held yet: a load starts in the background
+    first = _until(lambda: cache.current(table))
+    table.add(
+        pa.table(
+            {
+                "id": ["new"],
+                "path": ["src/new.txt"],
+                "text": ["just written"],
+                "vector": pa.FixedSizeListArray.from_arrays(pa.array(np.ones(16, dtype=np.float32)), 16),
+            }
+        )
+    )
+    assert cache.current(table) is None  # the version moved: never served from the old copy
+    second = _until(lambda: cache.current(table), seconds=60)  # after the cool-down
+    assert second is not first and "new" in second.positions and second.version == table.version
+
+
+def test_over_the_bound_nothing_is_held(tmp_path: Path) -> None:
+    table = _table(tmp_path, 40)
+    cache = ResidentCache(39, COLUMNS)
+    assert cache.load(table) is None and cache.copy is None
+    assert ResidentCache(0, COLUMNS).current(table) is None  # 0: never
+
+
+def _answers(db: semsearch.Database) -> list[Any]:
+    """Every arm and filter the routes pass on, for a handful of questions."""
+    options: list[dict[str, Any]] = [
+        {},
+        {"mode": "vector"},
+        {"mode": "lexical"},
+        {"path_glob": ["src/**"]},
+        {"ext": ["py", "ts"]},
+        {"exclude": ["src"]},
+        {"folder": ["repo"]},
+    ]
+    out = []
+    for query in ("refresh the access token", "telemetry readings ring buffer", "totalWithVat", "balloon"):
+        for option in options:
+            response = db.query(query, k=5, min_score=-1, arms=True, **option)
+            out.append(
+                (
+                    query,
+                    option,
+                    [(h.rel_path, h.start_line, round(h.score, 4), h.vector_rank, h.bm25_rank) for h in response.hits],
+                    [a.id for a in (response.arms.vector if response.arms else [])],
+                    [a.id for a in (response.arms.lexical if response.arms else [])],
+                )
+            )
+    return out
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_the_engine_answers_alike_with_and_without_the_copy(tmp_path: Path) -> None:
+    """Through the real model and indexer: the copy changes where an answer is read, not the answer."""
+    repo = write_tree(tmp_path / "repo", FILES)
+    with semsearch.connect(tmp_path / "data", corpus_root=tmp_path, resident_rows=0) as db:
+        db.add(repo)
+        db.index()
+        without = _answers(db)
+        assert db.status().in_memory is None
+    with semsearch.connect(tmp_path / "data", corpus_root=tmp_path) as db:
+        held = _until(lambda: db.status().in_memory)
+        assert held == db.status().chunks
+        assert _answers(db) == without
+        (repo / "src" / "weather.py").write_text('def kelvin_to_celsius(k):\n    """Convert zorbified kelvin."""\n')
+        db.index()
+        assert db.search("zorbified kelvin", k=3)[0].rel_path == "src/weather.py"  # at once, not after a reload
+        _until(lambda: db.status().in_memory == db.status().chunks > held)
+        assert db.search("zorbified kelvin", k=3)[0].rel_path == "src/weather.py"
