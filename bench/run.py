@@ -648,12 +648,13 @@ def disk_growth(work: Path, address: str, root: Path) -> dict[str, Any]:
             by_path.setdefault(row["path"], []).append(row)
         del table
         info = EmbedderClient(address).info()
+        chunker = json.loads((data / "index" / "meta.json").read_text()).get("chunker")  # writes must match it
         for n in range(1000):
             entry = manifest[n % len(manifest)]
             rows = sorted(by_path[entry["path"]], key=lambda r: r["chunk_index"])
             vectors = np.asarray([r["vector"] for r in rows], dtype="<f4")
             body = {
-                "modelId": info.model_id, "dimension": info.dimension,
+                "modelId": info.model_id, "dimension": info.dimension, "chunker": chunker,
                 "upserts": [{
                     "path": entry["path"], "mtimeNs": entry["mtimeNs"] + n + 1, "size": entry["size"], "sha256": f"u{n}",  # noqa: E501
                     "chunks": [{"startLine": r["start_line"], "endLine": r["end_line"], "text": r["text"]} for r in rows],  # noqa: E501

@@ -16,23 +16,48 @@ from lancedb.query import LanceVectorQueryBuilder
 
 import semsearch
 from semsearch.engine.resident import ResidentCache
+from semsearch.engine.store import FTS_CONFIG
 from tests.corpus import FILES, write_tree
 
 COLUMNS = ["id", "path", "text"]
 
 
-def _table(tmp_path: Path, n: int, seed: int = 7) -> lancedb.table.Table:
-    rng = np.random.default_rng(seed)
+WORDS = [
+    "tide",
+    "moon",
+    "harbour",
+    "ferry",
+    "timetable",
+    "lighthouse",
+    "keeper",
+    "storm",
+    "warning",
+    "gull",
+    "quay",
+    "anchor",
+]
+
+
+def _rows(rng: np.random.Generator, first: int, n: int) -> pa.Table:
     vectors = rng.normal(size=(n, 16)).astype(np.float32)
-    data = pa.table(
+    # Sentences of uneven length and word counts, so BM25's idf, tf and length terms all matter.
+    lexical = [" ".join(rng.choice(WORDS, size=int(rng.integers(2, 30)))) + "s running" for _ in range(n)]
+    return pa.table(
         {
-            "id": [f"c{i}" for i in range(n)],
-            "path": [f"{'src' if i % 3 else 'docs'}/f{i}.txt" for i in range(n)],
-            "text": [f"chunk number {i}" for i in range(n)],
+            "id": [f"c{i}" for i in range(first, first + n)],
+            "path": [f"{'src' if i % 3 else 'docs'}/f{i}.txt" for i in range(first, first + n)],
+            "text": [f"chunk number {i}" for i in range(first, first + n)],
+            "lexical": lexical,
             "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), 16),
         }
     )
-    return lancedb.connect(str(tmp_path / "db")).create_table("chunks", data=data)
+
+
+def _table(tmp_path: Path, n: int, seed: int = 7, fts: bool = True) -> lancedb.table.Table:
+    table = lancedb.connect(str(tmp_path / "db")).create_table("chunks", data=_rows(np.random.default_rng(seed), 0, n))
+    if fts:
+        table.create_index("lexical", config=FTS_CONFIG)
+    return table
 
 
 def _until(check: Callable[[], Any], seconds: float = 30.0) -> Any:
@@ -62,6 +87,37 @@ def test_the_copy_answers_as_lancedb_does(tmp_path: Path) -> None:
     rows, vectors = copy.lookup(["c5", "c1"]) or ([], np.empty(0))
     assert [r["text"] for r in rows] == ["chunk number 5", "chunk number 1"] and vectors.shape == (2, 16)
     assert copy.lookup(["c5", "not-a-chunk"]) is None  # a row it does not hold: LanceDB answers
+
+
+def test_bm25_in_memory_scores_as_lancedb_does(tmp_path: Path) -> None:
+    table = _table(tmp_path, 400)
+    copy = ResidentCache(1000, COLUMNS).load(table)
+    assert copy is not None and copy.postings is not None
+    for query in ("tide", "storm warning", "lighthouse keepers keeper", "gull anchor quay ferry", "run", "nothing"):
+        for where in ("true", "path LIKE 'src/%'"):
+            search = table.search(query, query_type="fts", fts_columns="lexical")
+            if where != "true":
+                search = search.where(where, prefilter=True)
+            theirs = search.select(["id"]).limit(30).to_arrow()
+            ours = copy.bm25(query, 30, where)
+            assert ours is not None
+            # The same scores in the same order; among equal scores LanceDB's order is its own, so
+            # only the chunks scored above the last place must be the same ones.
+            assert np.allclose([r["bm25"] for r in ours], theirs["_score"].to_numpy(), rtol=2e-3), (query, where)
+            scores = dict(zip(theirs["id"].to_pylist(), theirs["_score"].to_pylist(), strict=True))
+            last = min(scores.values(), default=0.0)
+            assert {i for i, score in scores.items() if score > last * 1.01} <= {r["id"] for r in ours}
+            assert all(r["vector"].shape == (16,) for r in ours)
+
+
+def test_bm25_stays_with_lancedb_until_its_index_covers_every_row(tmp_path: Path) -> None:
+    table = _table(tmp_path, 60)
+    table.add(_rows(np.random.default_rng(3), 60, 5))  # written after the index: not in it yet
+    copy = ResidentCache(1000, COLUMNS).load(table)
+    assert copy is not None and copy.postings is None and copy.bm25("tide", 10, "true") is None
+    table.optimize()  # folds the new rows into the index
+    copy = ResidentCache(1000, COLUMNS).load(table)
+    assert copy is not None and copy.postings is not None
 
 
 def test_a_write_makes_the_copy_stale_at_once_and_a_reload_follows(tmp_path: Path) -> None:

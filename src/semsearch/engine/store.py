@@ -38,7 +38,7 @@ from semsearch.engine.facts import IndexFacts
 from semsearch.engine.filters import HIDDEN_STATUSES, TRUE, sql_in, sql_str
 from semsearch.engine.lexical import lexical_document
 from semsearch.engine.location import IndexLocation, StoreUnavailable, reason
-from semsearch.engine.resident import ResidentCache, Stale
+from semsearch.engine.resident import Resident, ResidentCache, Stale
 from semsearch.malloc import trim
 from semsearch.schemas import FileChunks, FileStamp, Folder, IndexBatch, ManifestEntry
 
@@ -732,22 +732,17 @@ class Store:
         if self._chunks is None or not terms or not self.fts_ready:
             return []
         query = " ".join(terms)
-        search = self._chunks.search(query, query_type="fts", fts_columns="lexical")
-        if where != TRUE:
-            search = search.where(where, prefilter=True)
         copy = self.resident.current(self._chunks)
-        if copy is not None:  # ids and scores from the index, the rest from memory
-            found = search.select(["id"]).limit(limit).to_arrow()
-            held = copy.lookup(found["id"].to_pylist())
-            if held is not None and self._chunks.version == copy.version:
-                rows, vectors = held
-                for row, vector, score in zip(rows, vectors, found["_score"].to_pylist(), strict=True):
-                    row["vector"], row["bm25"] = vector, float(score)
-                return rows
-            search = self._chunks.search(query, query_type="fts", fts_columns="lexical")
-            if where != TRUE:
-                search = search.where(where, prefilter=True)
-        result = search.select([*RESULT_COLUMNS, "vector"]).limit(limit).to_arrow()
+        if copy is not None:
+            try:
+                held = copy.bm25(query, limit, where)
+            except Stale:
+                held = None
+            if held is None:  # postings not held: ids and scores from LanceDB, the rest from memory
+                held = self._lexical_ids(copy, query, limit, where)
+            if held is not None:
+                return held
+        result = self._fts(query, where).select([*RESULT_COLUMNS, "vector"]).limit(limit).to_arrow()
         # Vectors as one numpy matrix (zero copy), not 384 Python floats per row.
         column = result["vector"].combine_chunks()
         matrix = column.flatten().to_numpy().reshape(len(column), -1) if len(column) else None
@@ -755,6 +750,22 @@ class Store:
         for i, row in enumerate(rows):
             row["vector"] = matrix[i] if matrix is not None else None
             row["bm25"] = float(row.pop("_score"))  # LanceDB's column name stays in here
+        return rows
+
+    def _fts(self, query: str, where: str) -> Any:
+        assert self._chunks is not None
+        search = self._chunks.search(query, query_type="fts", fts_columns="lexical")
+        return search if where == TRUE else search.where(where, prefilter=True)
+
+    def _lexical_ids(self, copy: Resident, query: str, limit: int, where: str) -> list[dict[str, Any]] | None:
+        """LanceDB's BM25 ids and scores with the rows from the copy; None if the table moved on."""
+        found = self._fts(query, where).select(["id"]).limit(limit).to_arrow()
+        held = copy.lookup(found["id"].to_pylist())
+        if held is None or self._chunks is None or self._chunks.version != copy.version:
+            return None
+        rows, vectors = held
+        for row, vector, score in zip(rows, vectors, found["_score"].to_pylist(), strict=True):
+            row["vector"], row["bm25"] = vector, float(score)
         return rows
 
     @served
