@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -158,6 +159,11 @@ def test_status_reports_ready_stack(indexed: Indexed) -> None:
     assert status["embedder"]["ready"] is True
     assert status["embedder"]["modelId"] == "all-MiniLM-L6-v2-onnx-int8+int8-matmul"
     assert status["chunks"] > 0
+    # The index is small, so searches are answered from memory once the copy has loaded.
+    deadline = time.monotonic() + 60
+    while "in memory: " not in (line := indexed.stack.cli("status").stdout) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert f"in memory: {status['chunks']:,} chunks (" in line
 
 
 def test_adding_twice_or_through_a_symlink_registers_nothing_twice(indexed: Indexed, tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ Screenshots of each view land in the test's temporary directory.
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -175,6 +176,9 @@ def test_a_requested_run_shows_progress_and_finishes(context: BrowserContext, si
     page = ui.page
     expect(page.locator("#facts")).to_contain_text("all-MiniLM-L6-v2")
     expect(page.locator("#facts")).to_contain_text(detect().name)  # the embedder's CPU, with its extensions
+    # A small index is answered from memory once its copy has loaded (before it: LanceDB answers).
+    held = re.compile(r"In memory\s*(\d[\d,]* chunks, [\d.]+ [KMG]?B|no \(LanceDB answers\))")
+    expect(page.locator("#facts")).to_contain_text(held)
     expect(page.locator("#folders tbody th")).to_have_text(["harbour"])
     page.get_by_role("button", name="Index harbour").click()
     run = page.locator("#run")
