@@ -48,6 +48,7 @@ MASKS_KEPT = 64  # distinct filters remembered per version (a mask is one byte p
 COOL_DOWN_MIN_S = 1.0
 COOL_DOWN_LOADS = 4  # a reload waits this many times the last load's duration
 TOKENIZE_BATCH = 1000  # chunks per tokenize call: one call per chunk cost ~10 x as much
+LOAD_BATCH = 4096  # rows per Arrow batch while loading
 K1, B = 1.2, 0.75  # Lance's BM25 parameters
 SCORE_TOLERANCE = 0.01  # relative; on the indexes compared the two agreed within 0.2%
 LEXICAL = "lexical"
@@ -55,6 +56,36 @@ LEXICAL = "lexical"
 
 class Stale(Exception):
     """The table moved to another version while the copy read from it."""
+
+
+class Tokens:
+    """Texts tokenized by a table's full-text tokenizer, as term ids, a batch of texts per call:
+    they are joined by a separator word no text holds, and split again at its token."""
+
+    def __init__(self, table: lancedb.table.Table) -> None:
+        self.table = table
+        self.separator = "zq" + uuid.uuid4().hex.translate(str.maketrans("0123456789", "ghijklmnop"))
+        marker = [t.text for t in table.tokenize(self.separator, column=LEXICAL)]
+        if len(marker) != 1:
+            raise ValueError("the full-text tokenizer splits the separator word")
+        self.marker = marker[0]
+        self.terms: dict[str, int] = {}
+        self.term_ids, self.doc_ids = array("q"), array("q")
+        self.count = 0  # texts added
+
+    def add(self, texts: list[str]) -> None:
+        for first in range(0, len(texts), TOKENIZE_BATCH):
+            batch = texts[first : first + TOKENIZE_BATCH]
+            doc = self.count
+            for token in self.table.tokenize(f"\n{self.separator}\n".join(batch), column=LEXICAL):
+                if token.text == self.marker:
+                    doc += 1
+                else:
+                    self.term_ids.append(self.terms.setdefault(token.text, len(self.terms)))
+                    self.doc_ids.append(doc)
+            if doc + 1 != self.count + len(batch):
+                raise ValueError("a text held the separator word")
+            self.count += len(batch)
 
 
 @dataclass
@@ -69,35 +100,17 @@ class Postings:
     norms: np.ndarray  # k1 x (1 − b + b x length / average length), per chunk
 
     @classmethod
-    def build(cls, table: lancedb.table.Table, texts: list[str]) -> Postings:
-        """Each text tokenized by the table's full-text tokenizer, a batch of texts per call (joined
-        by a separator word no text holds, split again at its token), straight into term ids."""
-        separator = "zq" + uuid.uuid4().hex.translate(str.maketrans("0123456789", "ghijklmnop"))
-        marker = [t.text for t in table.tokenize(separator, column=LEXICAL)]
-        if len(marker) != 1:
-            raise ValueError("the full-text tokenizer splits the separator word")
-        terms: dict[str, int] = {}
-        term_ids, doc_ids = array("q"), array("q")
-        doc = -1
-        for first in range(0, len(texts), TOKENIZE_BATCH):
-            doc += 1
-            for token in table.tokenize(f"\n{separator}\n".join(texts[first : first + TOKENIZE_BATCH]), column=LEXICAL):
-                if token.text == marker[0]:
-                    doc += 1
-                else:
-                    term_ids.append(terms.setdefault(token.text, len(terms)))
-                    doc_ids.append(doc)
-        n = len(texts)
-        if doc + 1 != n:
-            raise ValueError("a text held the separator word")
-        keys = np.frombuffer(term_ids, dtype=np.int64) * n + np.frombuffer(doc_ids, dtype=np.int64)
-        pairs, counts = np.unique(keys, return_counts=True)
-        starts = np.searchsorted(pairs // n, np.arange(len(terms) + 1))
-        lengths = np.bincount(np.frombuffer(doc_ids, dtype=np.int64), minlength=n).astype(np.float64)
+    def build(cls, tokens: Tokens) -> Postings:
+        n = tokens.count
+        term_ids = np.frombuffer(tokens.term_ids, dtype=np.int64)
+        doc_ids = np.frombuffer(tokens.doc_ids, dtype=np.int64)
+        pairs, counts = np.unique(term_ids * n + doc_ids, return_counts=True)
+        starts = np.searchsorted(pairs // n, np.arange(len(tokens.terms) + 1))
+        lengths = np.bincount(doc_ids, minlength=n).astype(np.float64)
         average = lengths.sum() / n if n else 1.0
         in_docs = np.diff(starts).astype(np.float64)
         return cls(
-            terms=terms,
+            terms=tokens.terms,
             starts=starts,
             docs=(pairs % n).astype(np.int64),
             tf=counts.astype(np.float64),
@@ -255,49 +268,56 @@ class ResidentCache:
             self._not_held = (id(table), version)
             self.copy = None  # an old copy is never served again: its version is not current
             return None
-        names = table.schema.names
-        wanted = [*self.columns, "vector", *([LEXICAL] if LEXICAL in names else [])]
-        data = table.search().with_row_id(True).select(wanted).limit(None).to_arrow()
+        index = next((i for i in table.list_indices() if i.columns == [LEXICAL]), None)
+        # Rows the full-text index has not taken in yet LanceDB scores apart: its index answers.
+        tokens = Tokens(table) if index is not None and not index.num_unindexed_rows else None
+        wanted = [*self.columns, "vector", *([LEXICAL] if tokens is not None else [])]
+        kept: list[pa.RecordBatch] = []
+        parts: list[np.ndarray] = []
+        ids: list[np.ndarray] = []
+        # In batches, so the load never holds the whole table twice (nor its lexical column at all).
+        for batch in table.search().with_row_id(True).select(wanted).limit(None).to_batches(LOAD_BATCH):
+            vectors = batch.column("vector")
+            parts.append(np.array(vectors.flatten().to_numpy().reshape(len(vectors), -1), dtype=np.float32))
+            ids.append(batch.column("_rowid").to_numpy())
+            if tokens is not None:
+                tokens.add(batch.column(LEXICAL).to_pylist())
+            kept.append(pa.RecordBatch.from_arrays([batch.column(c) for c in self.columns], names=self.columns))
         if table.version != version:
             return None
-        column = data["vector"].combine_chunks()
-        matrix = np.array(column.flatten().to_numpy().reshape(len(column), -1), dtype=np.float32)
+        matrix = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        del parts
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         matrix /= np.where(norms == 0, 1.0, norms)
-        rowids = data["_rowid"].to_numpy()
+        rowids = np.concatenate(ids)
         by_rowid = np.argsort(rowids, kind="stable")
-        texts = data[LEXICAL].to_pylist() if LEXICAL in names else None
+        rows = pa.Table.from_batches(kept)
         copy = Resident(
             source=table,
             version=version,
-            rows=data.select(self.columns),
+            rows=rows,
             matrix=matrix,
             rowids=rowids[by_rowid],
             by_rowid=by_rowid,
-            positions={chunk_id: i for i, chunk_id in enumerate(data["id"].to_pylist())},
+            positions={chunk_id: i for i, chunk_id in enumerate(rows["id"].to_pylist())},
             postings=None,
         )
-        del data, column
-        if texts is not None:
-            copy.postings = self._postings(copy, texts)
-            del texts
+        if tokens is not None:
+            copy.postings = self._checked(copy, Postings.build(tokens))
+            del tokens
         trim()  # the load's Arrow batches and token objects go back to the OS, not to the heap
         self.copy = copy
         self.last_load_s = time.monotonic() - began
         return copy
 
-    def _postings(self, copy: Resident, texts: list[str]) -> Postings | None:
-        """BM25 postings that score as LanceDB's index does, checked on one query; else None."""
+    def _checked(self, copy: Resident, postings: Postings) -> Postings | None:
+        """The postings if they score as LanceDB's index does on one query; else None."""
         table = copy.source
-        index = next((i for i in table.list_indices() if i.columns == [LEXICAL]), None)
-        if index is None or index.num_unindexed_rows:  # LanceDB scores those rows apart
-            return None
-        postings = Postings.build(table, texts)
         query = postings.probe()
         if not query:
             return postings
         theirs = table.search(query, query_type="fts", fts_columns=LEXICAL).select(["id"]).limit(20).to_arrow()
-        ours = postings.scores([t.text for t in table.tokenize(query, column=LEXICAL)], len(texts))
+        ours = postings.scores([t.text for t in table.tokenize(query, column=LEXICAL)], len(copy.positions))
         for chunk_id, score in zip(theirs["id"].to_pylist(), theirs["_score"].to_pylist(), strict=True):
             position = copy.positions.get(chunk_id)
             if position is None or not math.isclose(ours[position], score, rel_tol=SCORE_TOLERANCE):
