@@ -119,12 +119,14 @@ class Postings:
         )
 
     def probe(self) -> str:
-        """A query to check the scores by: the rarer half of the terms of the chunk with the most."""
-        distinct = np.bincount(self.docs)
-        chunk = int(np.argmax(distinct)) if len(distinct) else 0
+        """A query to check the scores by: the eight rarest terms of the chunk with the most terms."""
+        if not len(self.docs):
+            return ""
+        chunk = int(np.argmax(np.bincount(self.docs)))
+        term_of = np.repeat(np.arange(len(self.terms)), np.diff(self.starts))  # each posting's term
+        held = term_of[self.docs == chunk]
         names = list(self.terms)
-        held = [t for t in range(len(names)) if chunk in self.docs[self.starts[t] : self.starts[t + 1]]]
-        return " ".join(names[t] for t in sorted(held, key=lambda t: -self.idf[t])[:8])
+        return " ".join(names[t] for t in held[np.argsort(-self.idf[held], kind="stable")][:8])
 
     def scores(self, tokens: list[str], size: int) -> np.ndarray:
         scores = np.zeros(size)
