@@ -40,6 +40,7 @@ import lancedb
 import numpy as np
 import pyarrow as pa
 
+from semsearch.engine.filters import TRUE
 from semsearch.malloc import trim
 
 log = logging.getLogger("semsearch.api")
@@ -170,7 +171,7 @@ class Resident:
             if where in self._masks:
                 self._masks.move_to_end(where)
                 return self._masks[where]
-        if where == "true":
+        if where == TRUE:
             kept: np.ndarray | None = None
         else:
             found = self.source.search().where(where).with_row_id(True).select(["id"]).limit(None).to_arrow()
