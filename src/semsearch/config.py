@@ -346,10 +346,10 @@ class Settings(BaseSettings):
     resident_rows: int = Field(
         20_000,
         ge=0,
-        description="A chunks table up to this size is also held in memory for searches (~2.6 KB a chunk): an exact "
-        "vector scan and BM25 postings that score as LanceDB's index does, without LanceDB's per-query set-up. "
-        "make bench, REST p50 side by side: x0.63 at 10k chunks, x0.76 at 1.8k, but x1.27 when 100k are held (a "
-        "full scan outgrows the ANN and full-text indices), so the bound is where the ANN index starts. 0: never.",
+        description="A chunks table up to this size is also held in memory for searches (~2.5 KB a chunk): an exact "
+        "vector scan, and BM25 asks LanceDB for ids only, without LanceDB's per-query set-up twice over. make "
+        "bench, REST p50 side by side: about x0.6 at 10k chunks and x0.7 at 1.9k, but x1.3 when 100k are held "
+        "(a full scan outgrows the ANN index), so the bound is where the ANN index starts. 0: never.",
     )
     version_retention_s: float = Field(
         300, description="Old LanceDB versions are kept this long: a reader still on one must not break."

@@ -733,13 +733,8 @@ class Store:
             return []
         query = " ".join(terms)
         copy = self.resident.current(self._chunks)
-        if copy is not None:
-            try:
-                held = copy.bm25(query, limit, where)
-            except Stale:
-                held = None
-            if held is None:  # postings not held: ids and scores from LanceDB, the rest from memory
-                held = self._lexical_ids(copy, query, limit, where)
+        if copy is not None:  # ids and scores from LanceDB's index, the rest from memory
+            held = self._lexical_ids(copy, query, limit, where)
             if held is not None:
                 return held
         result = self._fts(query, where).select([*RESULT_COLUMNS, "vector"]).limit(limit).to_arrow()
