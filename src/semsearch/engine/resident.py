@@ -53,9 +53,7 @@ class Resident:
     source: lancedb.table.Table  # the table object it was read from (a re-open is another table)
     version: int
     rows: pa.Table  # the result columns
-    matrix: (
-        np.ndarray
-    )  # the stored float32 vectors, one row per chunk (the BM25 arm's cosines use them as LanceDB's rows)
+    matrix: np.ndarray  # the stored float32 vectors, one row per chunk, as LanceDB's rows hold them
     norms: np.ndarray  # their lengths, for the vector arm's cosine (LanceDB's divides by them too)
     rowid_at: np.ndarray  # each position's LanceDB row id: equal cosines rank by it, as in LanceDB
     rowids: np.ndarray  # the row ids sorted, so a filter's rows map to positions…
@@ -66,9 +64,8 @@ class Resident:
 
     @property
     def nbytes(self) -> int:
-        return int(
-            self.rows.nbytes + self.matrix.nbytes + self.norms.nbytes + 2 * self.rowids.nbytes + self.by_rowid.nbytes
-        )
+        arrays = (self.matrix, self.norms, self.rowid_at, self.rowids, self.by_rowid)
+        return int(self.rows.nbytes + sum(a.nbytes for a in arrays))
 
     def mask(self, where: str) -> np.ndarray | None:
         """The rows a filter keeps (None: every row), from LanceDB once per filter and version.
