@@ -772,13 +772,10 @@ class Store:
         return int(hits.to_arrow().num_rows)
 
     @served
-    def warm(self, wait: bool = False) -> None:
-        """Reads the chunks table into memory for searches (if it is within the bound): in the
-        background at start-up, now with `wait`."""
-        if wait and self._chunks is not None and self.resident.max_rows > 0:
-            self.resident.load(self._chunks)
-        else:
-            self.resident.current(self._chunks)
+    def warm(self) -> None:
+        """Starts reading the chunks table into memory for searches, in the background (if it is
+        within the bound), so the first searches after start-up need not wait for a write."""
+        self.resident.current(self._chunks)
 
     def in_memory(self) -> tuple[int, int] | None:
         """(chunks, bytes) of the copy searches use now; None when LanceDB answers every arm."""
