@@ -42,6 +42,14 @@ COOL_DOWN_LOADS = 4  # a reload waits this many times the last load's duration
 LOAD_BATCH = 4096  # rows per Arrow batch while loading
 
 
+def vector_matrix(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A vector column as one (rows, dimension) numpy matrix, zero copy where Arrow allows: not 384
+    Python floats per row."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    return np.asarray(column.flatten().to_numpy()).reshape(len(column), -1)
+
+
 class Stale(Exception):
     """The table moved to another version while the copy read from it."""
 
@@ -164,8 +172,7 @@ class ResidentCache:
         ids: list[np.ndarray] = []
         # In batches, so the load never holds the whole table twice.
         for batch in table.search().with_row_id(True).select(wanted).limit(None).to_batches(LOAD_BATCH):
-            vectors = batch.column("vector")
-            parts.append(np.array(vectors.flatten().to_numpy().reshape(len(vectors), -1), dtype=np.float32))
+            parts.append(np.array(vector_matrix(batch.column("vector")), dtype=np.float32))
             ids.append(batch.column("_rowid").to_numpy())
             kept.append(pa.RecordBatch.from_arrays([batch.column(c) for c in self.columns], names=self.columns))
         if table.version != version:

@@ -38,7 +38,7 @@ from semsearch.engine.facts import IndexFacts
 from semsearch.engine.filters import HIDDEN_STATUSES, TRUE, sql_in, sql_str
 from semsearch.engine.lexical import lexical_document
 from semsearch.engine.location import IndexLocation, StoreUnavailable, reason
-from semsearch.engine.resident import Resident, ResidentCache, Stale
+from semsearch.engine.resident import Resident, ResidentCache, Stale, vector_matrix
 from semsearch.malloc import trim
 from semsearch.schemas import FileChunks, FileStamp, Folder, IndexBatch, ManifestEntry
 
@@ -738,9 +738,7 @@ class Store:
             if held is not None:
                 return held
         result = self._fts(query, where).select([*RESULT_COLUMNS, "vector"]).limit(limit).to_arrow()
-        # Vectors as one numpy matrix (zero copy), not 384 Python floats per row.
-        column = result["vector"].combine_chunks()
-        matrix = column.flatten().to_numpy().reshape(len(column), -1) if len(column) else None
+        matrix = vector_matrix(result["vector"]) if result.num_rows else None
         rows = cast(list[dict[str, Any]], result.drop(["vector"]).to_pylist())
         for i, row in enumerate(rows):
             row["vector"] = matrix[i] if matrix is not None else None
@@ -774,11 +772,12 @@ class Store:
     @served
     def warm(self) -> None:
         """Starts reading the chunks table into memory for searches, in the background (if it is
-        within the bound), so the first searches after start-up need not wait for a write."""
+        within the bound), so the copy is ready before the first search asks for it."""
         self.resident.current(self._chunks)
 
     def in_memory(self) -> tuple[int, int] | None:
-        """(chunks, bytes) of the copy searches use now; None when LanceDB answers every arm."""
+        """(chunks, bytes) of the copy searches use now; None when LanceDB answers every arm (asking
+        starts a load, as a search would)."""
         copy = self.resident.current(self._chunks)
         return None if copy is None else (len(copy.positions), copy.nbytes)
 
