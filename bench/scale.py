@@ -4,7 +4,9 @@
    (`taskset`), against L1: the model alone in this process on one thread, measured just
    before and after.
 2. The index on object storage (SeaweedFS on loopback) against the local disk at 100k chunks:
-   build time, query p50/p99 in alternating rounds, ANN recall@10.
+   build time, ANN recall@10, and query p50/p99 in alternating rounds of an API on local disk,
+   a query replica reading the store directly and one answering from its local copy (and how
+   long that copy took to make).
 3. Freshness: from the end of a writer's run to the moment a query replica over the same
    bucket answers with the change.
 4. How the query cost grows with the table: 100k (twice: the spread), 300k and 1M chunks —
@@ -227,18 +229,34 @@ def freshness(work: Path, writer_env: dict[str, str], extra: dict[str, str], rou
             "medianRunS": round(statistics.median(runs), 2)}  # fmt: skip
 
 
-def side_by_side(local: dict[str, str], remote: dict[str, str], queries: list[str], rounds: int = 2) -> dict[str, Any]:
-    """The same queries on both APIs, alternating rounds so both see the same machine."""
-    samples: dict[str, list[dict[str, Any]]] = {"local": [], "objectStore": []}
+def first_copy(url: str, started: float) -> dict[str, Any]:
+    """How long a query replica's first copy of the index took to make (from its start)."""
+    while True:
+        copy = httpx.get(f"{url}/v1/status", timeout=30).json()["localCopy"]
+        if copy and copy["answering"]:
+            return {"seconds": round(time.monotonic() - started, 1), "bytes": copy["bytes"], "files": copy["files"]}
+        if time.monotonic() - started > 1800:
+            raise RuntimeError(f"the replica's local copy was not made in 30 minutes: {copy}")
+        time.sleep(0.5)
+
+
+def side_by_side(apis: dict[str, dict[str, str]], queries: list[str], rounds: int = 2) -> dict[str, Any]:
+    """The same queries on every API, alternating rounds so all see the same machine; ratios to
+    the first (local disk)."""
+    samples: dict[str, list[dict[str, Any]]] = {name: [] for name in apis}
     for _ in range(rounds):
-        samples["local"].append(query_latency(local["SEMSEARCH_URL"], queries))
-        samples["objectStore"].append(query_latency(remote["SEMSEARCH_URL"], queries))
-    out = {k: {"p50_ms": statistics.median(r["p50_ms"] for r in v), "p99_ms": statistics.median(r["p99_ms"] for r in v)}
-           for k, v in samples.items()}  # fmt: skip
+        for name, env in apis.items():
+            samples[name].append(query_latency(env["SEMSEARCH_URL"], queries))
+    out: dict[str, Any] = {
+        k: {"p50_ms": statistics.median(r["p50_ms"] for r in v), "p99_ms": statistics.median(r["p99_ms"] for r in v)}
+        for k, v in samples.items()
+    }
     for key, rounds_of in samples.items():  # the last round's stage medians: where the extra time goes
         out[key]["stagesP50_ms"] = rounds_of[-1].get("stagesP50_ms", {})
-    out["p50Ratio"] = round(out["objectStore"]["p50_ms"] / out["local"]["p50_ms"], 2)
-    out["p99Ratio"] = round(out["objectStore"]["p99_ms"] / out["local"]["p99_ms"], 2)
+    base = next(iter(apis))
+    for key in list(apis)[1:]:
+        out[key]["p50Ratio"] = round(out[key]["p50_ms"] / out[base]["p50_ms"], 2)
+        out[key]["p99Ratio"] = round(out[key]["p99_ms"] / out[base]["p99_ms"], 2)
     return out
 
 
@@ -289,13 +307,18 @@ def main() -> None:
             results["growth"] = [local]
             remote = table(work, "s3-base", args.base, address, source, queries, remote_extra)
             api_local, lenv = start_api(work / "local-base", address)
-            api_remote, renv = start_api(work / "s3-base", address, **remote_extra)
+            replica = {**remote_extra, "SEMSEARCH_ROLE": "query"}
+            api_direct, denv = start_api(work / "s3-direct", address, SEMSEARCH_LOCAL_COPY_MB="0", **replica)
+            started = time.monotonic()
+            api_copy, cenv = start_api(work / "s3-copy", address, **replica)
             try:
-                results["objectStore"] = {"local": local, "objectStore": remote,
-                                          "sideBySide": side_by_side(lenv, renv, queries)}  # fmt: skip
+                copy = first_copy(cenv["SEMSEARCH_URL"], started)
+                apis = {"local": lenv, "objectStoreDirect": denv, "objectStore": cenv}
+                results["objectStore"] = {"local": local, "objectStore": remote, "firstCopy": copy,
+                                          "sideBySide": side_by_side(apis, queries)}  # fmt: skip
             finally:
-                api_local.stop()
-                api_remote.stop()
+                for api in (api_local, api_direct, api_copy):
+                    api.stop()
             save(args.out)
             console.print("3. freshness: writer's run -> query replica")
             fresh_extra = {"SEMSEARCH_INDEX_URI": f"s3://{store.bucket}/fresh", **store.env()}
@@ -375,12 +398,17 @@ def report() -> None:
     if obj:
         s = obj["sideBySide"]
         t.add_row("100k, query p50 / p99: local disk", f"{s['local']['p50_ms']} / {s['local']['p99_ms']} ms")
-        t.add_row("100k, query p50 / p99: object storage",
-                  f"{s['objectStore']['p50_ms']} / {s['objectStore']['p99_ms']} ms "
-                  f"({s['p50Ratio']} × / {s['p99Ratio']} ×)")  # fmt: skip
-        for where in ("local", "objectStore"):
-            if s[where].get("stagesP50_ms"):
+        for where, what in (("objectStore", "query replica, local copy"), ("objectStoreDirect", "replica, no copy")):
+            if where in s:
+                t.add_row(f"100k, query p50 / p99: object storage, {what}",
+                          f"{s[where]['p50_ms']} / {s[where]['p99_ms']} ms "
+                          f"({s[where]['p50Ratio']} × / {s[where]['p99Ratio']} ×)")  # fmt: skip
+        for where in ("local", "objectStore", "objectStoreDirect"):
+            if s.get(where, {}).get("stagesP50_ms"):
                 t.add_row(f"   stages p50 ms, {where}", stage_line(s[where]))
+        if first := obj.get("firstCopy"):
+            made = f"{first['bytes'] / 1e6:.0f} MB, {first['files']} files, answering after {first['seconds']} s"
+            t.add_row("100k, a query replica's first local copy", made)
         t.add_row("100k, build: local / object storage",
                   f"{obj['local']['buildSeconds']} / {obj['objectStore']['buildSeconds']} s")  # fmt: skip
         t.add_row("100k, ANN recall@10: local / object storage",

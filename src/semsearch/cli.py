@@ -31,6 +31,7 @@ from semsearch.schemas import (
     FolderIn,
     GatherRequest,
     GrepRequest,
+    LocalCopyStatus,
     ModelSwitch,
     ModelSwitchIn,
     RunRequest,
@@ -948,6 +949,20 @@ def model() -> None:
     """The embedding model: switch the index to another while the current one keeps answering."""
 
 
+def _local_copy_line(copy: LocalCopyStatus) -> str:
+    """A query replica's copy of an index on object storage, in one line."""
+    held = f"{copy.files:,} files, {copy.bytes / 1e6:.1f} MB on local disk"
+    if copy.store_bytes is not None:
+        line = f"none: the tables take {copy.store_bytes / 1e6:.1f} MB, over SEMSEARCH_LOCAL_COPY_MB; reading the store"
+    elif copy.answering:
+        line = f"{held}, answering"
+    else:
+        line = f"{held}, being made (reading the store until then)"
+    if copy.synced_at is not None:
+        line += f"; synced {copy.synced_at:%H:%M:%S} UTC"
+    return line + (f"; last sync failed: {copy.error}" if copy.error else "")
+
+
 def _switch_line(state: ModelSwitch) -> str:
     if state.state == "none":
         return "none: no model switch has run; `semsearch model switch HOST:PORT` starts one"
@@ -1307,6 +1322,8 @@ def status(as_json: bool) -> None:
         held = f"; in memory: {st.in_memory:,} chunks" if st.in_memory is not None else ""
         held += f" ({st.in_memory_bytes / 1e6:.1f} MB)" if held and st.in_memory_bytes is not None else ""
         click.echo(f"indexes   vectors: {st.vector_index}, {full_text}{held}")
+        if st.local_copy is not None:
+            click.echo(f"copy      {_local_copy_line(st.local_copy)}")
         if st.role != "query":
             workers = ", ".join(st.workers) or "none (requested runs wait: `semsearch worker` or `semsearch serve`)"
             click.echo(f"workers   {workers}")

@@ -801,6 +801,18 @@ class EmbedderStatus(Wire):
     error: str | None = None
 
 
+class LocalCopyStatus(Wire):
+    """A query replica's copy of an index on object storage (SEMSEARCH_LOCAL_COPY_MB)."""
+
+    answering: bool = Field(description="Searches read the copy (false: the store, while the first copy is made "
+                            "or when the index is over the bound).")  # fmt: skip
+    files: int
+    bytes: int
+    synced_at: datetime | None = Field(None, description="The last time the copy matched the store.")
+    error: str | None = Field(None, description="Why the last sync failed (the copy answers as it was).")
+    store_bytes: int | None = Field(None, description="The tables' size on the store, when it is over the bound.")
+
+
 class Status(Wire):
     version: str
     role: str = Field("all", description="all, or over a shared index: writer or query (a read replica).")
@@ -823,6 +835,11 @@ class Status(Wire):
         "null while none is: over the bound, just written to (a reload follows within seconds), or switched off.",
     )
     in_memory_bytes: int | None = Field(None, description="What that copy takes: its rows and vectors.")
+    local_copy: LocalCopyStatus | None = Field(
+        None,
+        description="A query replica over object storage: its copy of the index on local disk (tokens that "
+        "cover every folder).",
+    )
     snapshot: SnapshotOrigin | None = Field(None, description="Set when the index was imported from a snapshot.")
     model_switch: ModelSwitch | None = Field(
         None, description="A switch to another model, under way or just done (tokens that cover every folder)."

@@ -27,6 +27,7 @@ from semsearch.embedder.client import EmbedderError
 from semsearch.embedder.interface import Embedder
 from semsearch.engine import gather as gathering
 from semsearch.engine import snapshots
+from semsearch.engine.local_copy import LocalCopy
 from semsearch.engine.location import IndexLocation
 from semsearch.engine.retrieval import SearchEngine
 from semsearch.engine.runs import Leases, Runs
@@ -42,6 +43,7 @@ from semsearch.schemas import (
     IndexBatch,
     IndexBatchResult,
     Lease,
+    LocalCopyStatus,
     Manifest,
     ModelSwitch,
     Optimized,
@@ -70,12 +72,20 @@ class Engine:
         # Documents kept beside an index on object storage (None: a local index), and how often a
         # replica re-reads them; the API keeps its tokens there too (api/app.py).
         self.shared, self.shared_refresh_s = shared, settings.read_consistency_s if replica else 0.0
+        copy = None
+        if replica and shared is not None and settings.local_copy_mb:
+            # Listed twice per interval, so a new version lands within it; a dropped file outlives
+            # two intervals, as the writer keeps old versions for SEMSEARCH_VERSION_RETENTION_S.
+            interval = settings.read_consistency_s
+            copy = LocalCopy(location, settings.data_dir / "index-copy", settings.local_copy_mb << 20, interval / 2,
+                             2 * interval)  # fmt: skip
         self.store = Store(
             location,
             timedelta(seconds=settings.version_retention_s),
             settings.housekeeping_every_writes,
             read_consistency=timedelta(seconds=settings.read_consistency_s) if replica else None,
             resident_rows=settings.resident_rows,
+            local_copy=copy,
         )
         self.store.warm()
         # With the index on object storage the folder list and the run queue live beside it:
@@ -98,6 +108,8 @@ class Engine:
         self._switching = threading.Lock()
 
     def close(self) -> None:
+        if self.store.local_copy is not None:
+            self.store.local_copy.stop()
         if self._switch is not None and self._switch.thread is not None:
             self._switch.stop(keep=True)  # stopped, not abandoned: its table stays for a resume
         self.embedder.close()
@@ -290,6 +302,7 @@ class Engine:
             full_text_index=store.fts_ready,
             in_memory=held[0] if (held := store.in_memory()) else None,
             in_memory_bytes=held[1] if held else None,
+            local_copy=local_copy_status(store) if every_folder else None,
             snapshot=store.meta.get("snapshot"),
             model_switch=switch if every_folder and (switch := self.model_switch()).state != "none" else None,
             workers=self.runs.workers() if settings.role != "query" else [],
@@ -305,3 +318,17 @@ class Engine:
     ) -> GatherResponse:
         """`registry`: the caller's view of the folders; context lines are read through it."""
         return gathering.gather(request, self.searcher, registry or self.registry, timings)
+
+
+def local_copy_status(store: Store) -> LocalCopyStatus | None:
+    state = store.local_copy_state()
+    if state is None:
+        return None
+    return LocalCopyStatus(
+        answering=state.serving and store.on_local_copy,
+        files=state.files,
+        bytes=state.bytes,
+        synced_at=state.synced_at,
+        error=state.error,
+        store_bytes=state.store_bytes,
+    )

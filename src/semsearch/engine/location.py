@@ -30,6 +30,17 @@ class StoreUnavailable(RuntimeError):
 AZURE_SCHEMES = ("az", "abfs", "abfss")
 
 
+@dataclass(frozen=True)
+class StoredFile:
+    """An object under an index's prefix: its path relative to the prefix, size, and the store's
+    modification time (nanoseconds since the epoch; 0 when the store gives none)."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    is_dir: bool
+
+
 @dataclass
 class IndexLocation:
     uri: str
@@ -142,6 +153,38 @@ class IndexLocation:
         fs, root = self._remote()
         with contextlib.suppress(FileNotFoundError):
             fs.delete_file(f"{root}/{name}")
+
+    def listing(self, sub: str = "", recursive: bool = True) -> list[StoredFile]:
+        """The objects under `sub` (a path relative to the index's prefix), with their sizes and
+        modification times; directories only when not `recursive`. Empty when nothing is there."""
+        fs, root = self._remote()
+        base = f"{root}/{sub}".rstrip("/")
+        try:
+            infos = fs.get_file_info(pafs.FileSelector(base, recursive=recursive, allow_not_found=True))
+        except OSError as exc:
+            raise StoreUnavailable(f"cannot list the index at {self.uri}: {reason(exc)}") from exc
+        out = []
+        for info in infos:
+            rel = info.path[len(root) + 1 :]
+            if info.type == pafs.FileType.File:
+                stamp = info.mtime_ns if info.mtime_ns is not None else 0
+                out.append(StoredFile(rel, info.size or 0, stamp, False))
+            elif info.type == pafs.FileType.Directory and not recursive:
+                out.append(StoredFile(rel, 0, 0, True))
+        return out
+
+    def download(self, rel: str, dest: Path) -> None:
+        """One object, streamed to `dest` (a new file: the caller renames it into place).
+        FileNotFoundError when the store no longer has it."""
+        fs, root = self._remote()
+        try:
+            with fs.open_input_stream(f"{root}/{rel}") as src, dest.open("wb") as out:
+                while block := src.read(8 << 20):
+                    out.write(block)
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            raise StoreUnavailable(f"cannot read {rel} of the index at {self.uri}: {reason(exc)}") from exc
 
     def size(self) -> int:
         if (directory := self.local) is not None:

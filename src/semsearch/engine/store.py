@@ -37,6 +37,7 @@ from semsearch.corpus.folders import RegisteredFolder
 from semsearch.engine.facts import IndexFacts
 from semsearch.engine.filters import HIDDEN_STATUSES, TRUE, sql_in, sql_str
 from semsearch.engine.lexical import lexical_document
+from semsearch.engine.local_copy import CopyState, LocalCopy
 from semsearch.engine.location import IndexLocation, StoreUnavailable, reason
 from semsearch.engine.resident import Resident, ResidentCache, Stale, vector_matrix
 from semsearch.malloc import trim
@@ -231,13 +232,16 @@ class Store:
         housekeeping_every: int,
         read_consistency: timedelta | None = None,
         resident_rows: int = 0,
+        local_copy: LocalCopy | None = None,
     ) -> None:
         """`read_consistency`: a query replica's — it never writes, and sees what the writer commits
         within that interval (LanceDB re-checks for new versions, `refresh` for new tables).
         `resident_rows`: a chunks table up to this size is also held in memory for searches
-        (engine/resident.py); 0: never."""
+        (engine/resident.py); 0: never. `local_copy`: a query replica's copy of an index on object
+        storage (engine/local_copy.py), answering once it is made."""
         self.location = location
         self.read_consistency = read_consistency
+        self.local_copy = local_copy
         self._next_refresh = 0.0
         if location.local is not None:
             location.local.mkdir(parents=True, exist_ok=True)
@@ -253,6 +257,8 @@ class Store:
         self._writes = 0
         self.resident = ResidentCache(resident_rows, RESULT_COLUMNS)
         self._open()
+        if local_copy is not None:
+            local_copy.start(self._reopen)
 
     @property
     def index_dir(self) -> Path:
@@ -262,9 +268,15 @@ class Store:
         return self.location.local
 
     def _open(self) -> None:
-        self._db, names = connect(self.location, self.read_consistency)
-        self.resident.drop()
         self.meta: dict[str, Any] = self.location.read_json("meta.json") or {}
+        copy = self.local_copy
+        self.on_local_copy = copy is not None and copy.serving and copy.has([FILES, SYMBOLS, self.chunks_table])
+        if copy is not None and self.on_local_copy:
+            # No version checks of its own: the copy re-opens the store after each sync that lands one.
+            self._db, names = connect(IndexLocation(str(copy.tables_dir)))
+        else:
+            self._db, names = connect(self.location, self.read_consistency)
+        self.resident.drop()
         self._files = self._db.open_table(FILES) if FILES in names else self._db.create_table(FILES, schema=FILE_SCHEMA)
         self._symbols = (
             self._db.open_table(SYMBOLS) if SYMBOLS in names else self._db.create_table(SYMBOLS, schema=SYMBOL_SCHEMA)
@@ -285,6 +297,17 @@ class Store:
         self.ann_kind: str | None = None if vector is None else index_kind(vector.index_type)
         self.facts = self._read_facts()
         self._seen_versions = (self._files.version, self._chunks.version if self._chunks is not None else None)
+
+    def _reopen(self) -> None:
+        """The local copy changed (a version landed, or it started or stopped answering)."""
+        with self._lock:
+            before = self.chunks_table
+            self._open()
+            if self.chunks_table != before:  # the writer switched models
+                self.generation += 1
+
+    def local_copy_state(self) -> CopyState | None:
+        return None if self.local_copy is None else self.local_copy.state()
 
     def refresh(self) -> None:
         """A query replica's view of what the writer did that a table's own re-check does not show:

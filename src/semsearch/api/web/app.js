@@ -267,6 +267,15 @@ function switchLine(s) {
   return `${s.state}: ${s.fromModel || "?"} → ${s.toModel || s.target || "?"} (${counts})${s.error ? ` — ${s.error}` : ""}`;
 }
 
+// A query replica's copy of an index on object storage (as `semsearch status` words it).
+function copyLine(c) {
+  if (c.storeBytes != null) return `none: the tables take ${bytes(c.storeBytes)}, over SEMSEARCH_LOCAL_COPY_MB; reading the store`;
+  const held = `${c.files.toLocaleString()} files, ${bytes(c.bytes)} on local disk`;
+  let line = c.answering ? `${held}, answering` : `${held}, being made (reading the store until then)`;
+  if (c.syncedAt) line += `; synced ${new Date(c.syncedAt).toLocaleTimeString()}`;
+  return c.error ? `${line}; last sync failed: ${c.error}` : line;
+}
+
 function renderStatus(status) {
   const e = status.embedder;
   const facts = [
@@ -279,6 +288,7 @@ function renderStatus(status) {
     ["Vector index", status.vectorIndex],
     ["Full-text index", status.fullTextIndex ? "ready" : "not built yet"],
     ["In memory", status.inMemory == null ? "no (LanceDB answers)" : `${status.inMemory.toLocaleString()} chunks, ${bytes(status.inMemoryBytes)}`],
+    ...(status.localCopy == null ? [] : [["Local copy", copyLine(status.localCopy)]]),
     // Shown only to tokens that cover every folder: a folder-limited one gets neither.
     ...(status.indexBytes == null ? [] : [["Index size", bytes(status.indexBytes)]]),
     ...(status.dataDir == null ? [] : [["Data directory", status.dataDir]]),
