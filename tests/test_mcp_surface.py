@@ -10,7 +10,9 @@ from typing import Any
 
 import anyio
 import pytest
+from jsonschema import Draft202012Validator
 from mcp.client.client import Client
+from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel
 
 from semsearch.config import Settings
@@ -112,3 +114,33 @@ def test_every_tool_answers_within_a_budget_by_default() -> None:
     assert set(tools["explain"]) == {"filePath"}
     error, text = call("search", {"query": "x", "k": MCP_MAX_RESULTS + 1})
     assert error and "k" in text and str(MCP_MAX_RESULTS) in text
+
+
+def test_output_schemas_are_plain_and_accept_exactly_what_the_models_do() -> None:
+    """Clients check every result against the tool's output schema (Python's `jsonschema` spent
+    ~5 ms a search on the references and `anyOf`s pydantic writes): the listed schemas have
+    neither, and accept and refuse the same results as the schemas the SDK generated."""
+    server = build_server(Settings(url="http://127.0.0.1:9"), ProjectConfig())
+    generated = {t.name: t.output_schema for t in anyio.run(MCPServer.list_tools, server) if t.output_schema}
+    plain = {t.name: t.output_schema for t in listed()[0] if t.output_schema}
+    assert set(plain) == set(generated) and {"search", "list_folders"} <= set(plain)
+    for name, schema in plain.items():
+        assert "$ref" not in json.dumps(schema) and "anyOf" not in json.dumps(schema), name
+    hit = {"filePath": "/c/a.py", "folder": "c", "relPath": "a.py", "startLine": 1, "endLine": 9, "text": "x",
+           "score": 0.5, "cosine": 0.7, "label": "[both 0.70]"}  # fmt: skip
+    folder = {"name": "c", "path": "/c", "files": 2, "chunks": 5}
+    results = {
+        "search": [{"hits": []}, {"hits": [hit]}, {"hits": [hit | {"page": 3, "location": "page 3", "kind": None}]},
+                   {"hits": [hit], "message": None, "coverage": "2 stale"}, {"hits": [hit | {"page": "3"}]},
+                   {"hits": [hit | {"page": 1.5}]}, {"hits": [hit | {"location": 3}]}, {"hits": None}, {},
+                   {"hits": [{k: v for k, v in hit.items() if k != "filePath"}]}, {"hits": [hit], "message": 7},
+                   {"hits": [hit | {"flags": [None]}]}],
+        "list_folders": [{"folders": [folder]}, {"folders": [folder | {"lastIndexed": "2026-12-02T10:00:00Z"}]},
+                         {"folders": [folder | {"lastIndexed": None, "url": None}]}, {"folders": [folder | {"url": 1}]},
+                         {"folders": [folder | {"lastIndexed": 5}]}, {"folders": [{"name": "c"}]}],
+    }  # fmt: skip
+    for name, instances in results.items():
+        before, after = Draft202012Validator(generated[name]), Draft202012Validator(plain[name])
+        verdicts = [(before.is_valid(x), after.is_valid(x)) for x in instances]
+        assert all(b == a for b, a in verdicts), (name, verdicts)
+        assert {b for b, _ in verdicts} == {True, False}, (name, verdicts)  # both kinds were tried
