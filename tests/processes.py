@@ -24,6 +24,44 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class PortTaken(RuntimeError):
+    """The port a service was given answered, but from another process: between `free_port()` and
+    the service's bind, something else (another test's service) took it."""
+
+
+def owns_port(pid: int, port: int) -> bool | None:
+    """Whether `pid` or a process it started holds the socket listening on `port` (Linux /proc);
+    None where /proc cannot say."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            return None
+        for row in rows:
+            fields = row.split()
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                inodes.add(f"socket:[{fields[9]}]")
+    if not inodes:
+        return None
+    family, seen = [pid], set()
+    while family:
+        current = family.pop()
+        seen.add(current)
+        for fd in Path(f"/proc/{current}/fd").glob("*"):
+            try:
+                if os.readlink(fd) in inodes:
+                    return True
+            except OSError:
+                continue
+        for children in Path(f"/proc/{current}/task").glob("*/children"):
+            try:
+                family += [int(c) for c in children.read_text().split() if int(c) not in seen]
+            except OSError:
+                continue
+    return False
+
+
 def clean_env(**extra: str) -> dict[str, str]:
     """The current environment without SEMSEARCH_* settings, plus `extra`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SEMSEARCH_")}
@@ -58,6 +96,7 @@ class Service:
             self.check_alive()
             try:
                 if httpx.get(url, headers=headers, timeout=2).status_code == 200:
+                    self._check_port(httpx.URL(url).port)
                     return
             except httpx.TransportError:
                 pass
@@ -72,13 +111,22 @@ class Service:
                 self.check_alive()
                 try:
                     client.info()
-                    return
                 except Exception:
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(0.2)
+                    continue
+                self._check_port(int(address.rsplit(":", 1)[1]))
+                return
         finally:
             client.close()
+
+    def _check_port(self, port: int | None) -> None:
+        """The answer came from this service, not from whatever else listens on its port."""
+        if port is None or self.proc is None or owns_port(self.proc.pid, port) is not False:
+            return
+        self.stop()
+        raise PortTaken(f"port {port} answered, but another process listens on it; {self.module} could not bind it")
 
     def stop(self) -> None:
         proc = self.proc
@@ -98,11 +146,16 @@ class Service:
 
 
 def start_embedder(log: Path, port: int | None = None, **env: str) -> tuple[Service, str]:
-    port = port or free_port()
-    service = Service("semsearch.embedder", clean_env(SEMSEARCH_EMBEDDER_PORT=str(port), **env), log).start()
-    address = f"127.0.0.1:{port}"
-    service.wait_embedder(address)
-    return service, address
+    for attempt in range(3):
+        chosen = port if port and attempt == 0 else free_port()
+        service = Service("semsearch.embedder", clean_env(SEMSEARCH_EMBEDDER_PORT=str(chosen), **env), log).start()
+        address = f"127.0.0.1:{chosen}"
+        try:
+            service.wait_embedder(address)
+            return service, address
+        except PortTaken:
+            continue
+    raise PortTaken("three ports in a row were taken before the embedder could bind one")
 
 
 def api_env(data_dir: Path, port: int, embedder_addr: str, **extra: str) -> dict[str, str]:
@@ -119,12 +172,17 @@ def api_env(data_dir: Path, port: int, embedder_addr: str, **extra: str) -> dict
 
 
 def start_api(data_dir: Path, embedder_addr: str, **extra: str) -> tuple[Service, dict[str, str]]:
-    port = free_port()
-    env = api_env(data_dir, port, embedder_addr, **extra)
-    service = Service("semsearch.api", env, data_dir / "api.log").start()
-    headers = {"Authorization": f"Bearer {extra['SEMSEARCH_TOKEN']}"} if "SEMSEARCH_TOKEN" in extra else None
-    service.wait_http(f"http://127.0.0.1:{port}/readyz", headers)
-    return service, env
+    for _ in range(3):
+        port = free_port()
+        env = api_env(data_dir, port, embedder_addr, **extra)
+        service = Service("semsearch.api", env, data_dir / "api.log").start()
+        headers = {"Authorization": f"Bearer {extra['SEMSEARCH_TOKEN']}"} if "SEMSEARCH_TOKEN" in extra else None
+        try:
+            service.wait_http(f"http://127.0.0.1:{port}/readyz", headers)
+            return service, env
+        except PortTaken:
+            continue
+    raise PortTaken("three ports in a row were taken before the API could bind one")
 
 
 def start_worker(env: dict[str, str], log: Path) -> Service:
