@@ -18,7 +18,7 @@ import pytest
 from lancedb.index import FTS
 
 from semsearch.engine.local_copy import LocalCopy, safe
-from semsearch.engine.location import IndexLocation
+from semsearch.engine.location import IndexLocation, StoredFile
 from tests.object_store import ObjectStore, start_object_store
 
 pytestmark = pytest.mark.e2e
@@ -163,13 +163,14 @@ def test_over_its_bound_the_copy_steps_aside_and_then_empties(
     store: ObjectStore, remote: IndexLocation, tmp_path: Path
 ) -> None:
     db = writer_db(store, remote)
-    db.create_table("chunks", data=rows(0, 200), schema=SCHEMA)
-    copy = new_copy(remote, tmp_path / "copy")
+    table = db.create_table("chunks", data=rows(0, 200), schema=SCHEMA)
+    size = sum(f.size for f in remote.listing())
+    copy = new_copy(remote, tmp_path / "copy", max_bytes=size + 1024)
     assert copy.serving and copy.state().files > 0
-    copy.max_bytes = 1024  # as a restart with a lower SEMSEARCH_LOCAL_COPY_MB would see it
+    table.add(rows(200, 200))  # the index outgrows the bound
     assert copy.sync() is True  # what it serves changed: the store re-opens on the store
     state = copy.state()
-    assert not state.serving and state.store_bytes is not None and state.store_bytes > 1024
+    assert not state.serving and state.store_bytes is not None and state.store_bytes > size + 1024
     assert copy.sync() is False  # and the next sync empties it
     assert copy.state().files == 0
 
@@ -178,10 +179,15 @@ class Counting(IndexLocation):
     """The real location, counting the objects it reads."""
 
     fetched: list[str]
+    listed: list[str]
 
     def download(self, rel: str, dest: Path) -> None:
         self.fetched.append(rel)
         super().download(rel, dest)
+
+    def listing(self, sub: str = "", recursive: bool = True) -> list[StoredFile]:
+        self.listed.append(sub)
+        return super().listing(sub, recursive)
 
 
 def test_a_restarted_copy_fetches_only_what_it_does_not_have(
@@ -192,10 +198,15 @@ def test_a_restarted_copy_fetches_only_what_it_does_not_have(
     had = copied_paths(new_copy(remote, tmp_path / "copy"))
     table.add(rows(30, 30))  # while the replica is down
     again = Counting(remote.uri, remote.storage_options)
-    again.fetched = []
+    again.fetched, again.listed = [], []
     second = new_copy(again, tmp_path / "copy")
     assert local_ids(second) == list(range(60))
     assert again.fetched and sorted(again.fetched) == sorted(stored_paths(remote) - had)
+    again.fetched, again.listed = [], []
+    assert second.sync() is False  # nothing committed since: the manifests say so, nothing more is read
+    assert again.fetched == [] and again.listed == ["", "chunks.lance/_versions"]
+    table.add(rows(60, 10))
+    assert second.sync() is True and local_ids(second) == list(range(70))
 
 
 @pytest.mark.parametrize(

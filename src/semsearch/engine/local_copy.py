@@ -66,6 +66,7 @@ class LocalCopy:
         self._error: str | None = None
         self._store_bytes: int | None = None
         self._missing: dict[str, float] = {}  # relative path -> when the store was first seen without it
+        self._seen: tuple[frozenset[str], frozenset[str]] | None = None  # tables and manifests at the last sync
         self._sync_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -137,6 +138,11 @@ class LocalCopy:
         tables = [f.path for f in self.location.listing("", recursive=False) if f.is_dir and f.path.endswith(LANCE)]
         # Manifests first: every file they name was written before them, so it is in the listing after.
         listed = {f.path for t in tables for f in self.location.listing(f"{t}/_versions")}
+        # Every commit and every cleanup adds or removes a manifest: when none did since the last
+        # sync, and no dropped file waits for its grace period, there is nothing to fetch or remove.
+        seen = (frozenset(tables), frozenset(listed))
+        if self.serving and seen == self._seen and not self._missing:
+            return False
         remote = {f.path: f for t in tables for f in self.location.listing(t)}
         total = sum(f.size for f in remote.values())
         if total > self.max_bytes:
@@ -159,6 +165,7 @@ class LocalCopy:
             else:
                 new_tables.discard(table)
         self._forget(remote, local)
+        self._seen = seen
         became = not self.serving
         self.serving = True
         return became or bool(manifests) or bool(new_tables)
