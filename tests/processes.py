@@ -9,13 +9,17 @@ import os
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 
 from semsearch.embedder.client import EmbedderClient
 from semsearch.spawn import child_env, python_module
+
+T = TypeVar("T")
 
 
 def free_port() -> int:
@@ -145,17 +149,24 @@ class Service:
         return self.proc.pid
 
 
-def start_embedder(log: Path, port: int | None = None, **env: str) -> tuple[Service, str]:
+def on_a_free_port(start: Callable[[int], T], port: int | None = None) -> T:
+    """`start(port)` on `port` (or a free one), and on another if something took it first."""
     for attempt in range(3):
-        chosen = port if port and attempt == 0 else free_port()
-        service = Service("semsearch.embedder", clean_env(SEMSEARCH_EMBEDDER_PORT=str(chosen), **env), log).start()
-        address = f"127.0.0.1:{chosen}"
         try:
-            service.wait_embedder(address)
-            return service, address
+            return start(port if port and attempt == 0 else free_port())
         except PortTaken:
             continue
-    raise PortTaken("three ports in a row were taken before the embedder could bind one")
+    raise PortTaken("three ports in a row were taken before the service could bind one")
+
+
+def start_embedder(log: Path, port: int | None = None, **env: str) -> tuple[Service, str]:
+    def start(chosen: int) -> tuple[Service, str]:
+        service = Service("semsearch.embedder", clean_env(SEMSEARCH_EMBEDDER_PORT=str(chosen), **env), log).start()
+        address = f"127.0.0.1:{chosen}"
+        service.wait_embedder(address)
+        return service, address
+
+    return on_a_free_port(start, port)
 
 
 def api_env(data_dir: Path, port: int, embedder_addr: str, **extra: str) -> dict[str, str]:
@@ -172,17 +183,14 @@ def api_env(data_dir: Path, port: int, embedder_addr: str, **extra: str) -> dict
 
 
 def start_api(data_dir: Path, embedder_addr: str, **extra: str) -> tuple[Service, dict[str, str]]:
-    for _ in range(3):
-        port = free_port()
+    def start(port: int) -> tuple[Service, dict[str, str]]:
         env = api_env(data_dir, port, embedder_addr, **extra)
         service = Service("semsearch.api", env, data_dir / "api.log").start()
         headers = {"Authorization": f"Bearer {extra['SEMSEARCH_TOKEN']}"} if "SEMSEARCH_TOKEN" in extra else None
-        try:
-            service.wait_http(f"http://127.0.0.1:{port}/readyz", headers)
-            return service, env
-        except PortTaken:
-            continue
-    raise PortTaken("three ports in a row were taken before the API could bind one")
+        service.wait_http(f"http://127.0.0.1:{port}/readyz", headers)
+        return service, env
+
+    return on_a_free_port(start)
 
 
 def start_worker(env: dict[str, str], log: Path) -> Service:

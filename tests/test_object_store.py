@@ -26,7 +26,7 @@ from playwright.sync_api import expect, sync_playwright
 from tests.conftest import SEMSEARCH, free_port
 from tests.object_store import ObjectStore, start_object_store
 from tests.oneshot import INDEXER, index, manifest, write_corpus
-from tests.processes import PortTaken, Service, api_env, start_api, start_embedder
+from tests.processes import Service, api_env, on_a_free_port, start_api, start_embedder
 from tests.test_web_ui import CHROMIUM, FLAGS
 
 pytestmark = pytest.mark.e2e
@@ -68,17 +68,15 @@ def start(
     data: Path, store: ObjectStore, uri: str, embedder_addr: str, port: int, **extra: str
 ) -> tuple[Service, dict[str, str]]:
     """An API over the store on `port` (another, if something else took that one first)."""
-    for attempt in range(3):
-        chosen = port if attempt == 0 else free_port()
+
+    def on(chosen: int) -> tuple[Service, dict[str, str]]:
         env = api_env(data, chosen, embedder_addr, SEMSEARCH_INDEX_URI=uri, **store.env(), **extra)
         api = Service("semsearch.api", env, data / f"api-{chosen}.log").start()
         token = extra.get("SEMSEARCH_TOKEN")
-        try:
-            api.wait_http(f"http://127.0.0.1:{chosen}/readyz", {"Authorization": f"Bearer {token}"} if token else None)
-            return api, env
-        except PortTaken:
-            continue
-    raise PortTaken(f"three ports in a row were taken before the API in {data} could bind one")
+        api.wait_http(f"http://127.0.0.1:{chosen}/readyz", {"Authorization": f"Bearer {token}"} if token else None)
+        return api, env
+
+    return on_a_free_port(on, port)
 
 
 def test_an_index_in_a_bucket_searches_alike_after_a_restart_with_nothing_on_local_disk(

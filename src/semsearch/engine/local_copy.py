@@ -106,11 +106,9 @@ class LocalCopy:
         return all((self.tables_dir / f"{t}{LANCE}").is_dir() for t in tables)
 
     def state(self) -> CopyState:
-        files, size = 0, 0
-        for path in self.tables_dir.rglob("*"):
-            if path.is_file():
-                files, size = files + 1, size + path.stat().st_size
-        return CopyState(self.serving, files, size, self._synced_at, self._error, self._store_bytes)
+        held = self._local()
+        size = sum(length for length, _ in held.values())
+        return CopyState(self.serving, len(held), size, self._synced_at, self._error, self._store_bytes)
 
     # --- one sync -------------------------------------------------------------------------------
 

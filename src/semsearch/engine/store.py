@@ -299,7 +299,8 @@ class Store:
         self._seen_versions = (self._files.version, self._chunks.version if self._chunks is not None else None)
 
     def _reopen(self) -> None:
-        """The local copy changed (a version landed, or it started or stopped answering)."""
+        """The tables again, as the writer or the local copy now has them (a version landed, the
+        copy started or stopped answering); a search that began on another model's table runs again."""
         with self._lock:
             before = self.chunks_table
             self._open()
@@ -321,9 +322,7 @@ class Store:
             meta = self.location.read_json("meta.json") or {}
             switched = meta.get("chunks_table", CHUNKS) != self.chunks_table  # the writer switched models
             if seen != self._seen_versions or self._chunks is None or switched:
-                self._open()
-                if switched:
-                    self.generation += 1
+                self._reopen()
 
     def _read_facts(self) -> IndexFacts:
         paths: dict[str, set[str]] = {}
