@@ -282,8 +282,9 @@ def stage_line(entry: dict[str, Any]) -> str:
 
 
 def synthetic_table(env: dict[str, str], source_index: Path, rows: int, folder: Path) -> np.ndarray:
-    """A `rows`-chunk folder built from real text and vectors (perturbed copies), written
-    through the API's batch endpoint like the indexer would. Returns all vectors."""
+    """A `rows`-chunk folder built from real text and vectors (perturbed copies), with the code
+    chunks' definitions (`names` and their vectors, perturbed alike), written through the API's
+    batch endpoint like the indexer would. Returns all vectors."""
     import base64
 
     import lancedb
@@ -291,6 +292,8 @@ def synthetic_table(env: dict[str, str], source_index: Path, rows: int, folder: 
     table = lancedb.connect(str(source_index)).open_table("chunks").to_arrow()
     texts = table["text"].to_pylist()
     base = np.asarray(table["vector"].to_pylist(), dtype=np.float32)
+    names = table["names"].to_pylist()
+    name_vectors = [None if v is None else np.asarray(v, dtype=np.float32) for v in table["name_vectors"].to_pylist()]
     rng = np.random.default_rng(7)
     folder.mkdir(parents=True, exist_ok=True)
     add_folder(env, folder, folder.name)
@@ -308,11 +311,18 @@ def synthetic_table(env: dict[str, str], source_index: Path, rows: int, folder: 
                 vectors = base[picks] + rng.normal(0, 0.02, size=(per_file, base.shape[1])).astype(np.float32)
                 vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
                 all_vectors.append(vectors)
+                named = [name_vectors[p] for p in picks if name_vectors[p] is not None]
+                named_flat = np.concatenate(named) if named else np.empty((0, base.shape[1]), np.float32)
+                named_flat = named_flat + rng.normal(0, 0.02, size=named_flat.shape).astype(np.float32)
+                named_flat /= np.linalg.norm(named_flat, axis=1, keepdims=True)
                 upserts.append(
                     {
                         "path": f"f{first // per_file:06d}.txt", "mtimeNs": 1, "size": 1, "sha256": str(first),
-                        "chunks": [{"startLine": i + 1, "endLine": i + 1, "text": texts[p]} for i, p in enumerate(picks)],  # noqa: E501
+                        "chunks": [{"startLine": i + 1, "endLine": i + 1, "text": texts[p],
+                                    "names": names[p] if name_vectors[p] is not None else []}
+                                   for i, p in enumerate(picks)],
                         "vectors": base64.b64encode(vectors.astype("<f4").tobytes()).decode(),
+                        "nameVectors": base64.b64encode(named_flat.astype("<f4").tobytes()).decode(),
                     }
                 )  # fmt: skip
             body = {"modelId": info.model_id, "dimension": info.dimension, "upserts": upserts}

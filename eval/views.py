@@ -1,5 +1,6 @@
 """`python -m eval.views`: would a second vector per definition find the function a question
-describes? Measured offline, before anything ships.
+describes? Measured offline before it shipped (the `words` view is what the indexer now embeds
+beside each chunk, `Chunk.names`), and kept to weigh other views against it.
 
 The vector arm embeds a whole chunk: a definition's body (and, where short definitions are
 packed, its neighbours) dilutes what its name and signature say. This replays the vector arm of
@@ -29,15 +30,10 @@ from eval.code import BUILDERS, CODE_SETS
 from eval.run import arguments, console, save
 from semsearch.config import Settings
 from semsearch.embedder.model import Encoder, load
-from semsearch.engine.lexical import identifier_parts
 from semsearch.indexer.syntax import Symbol, language_for, parse_symbols
 from semsearch.text import embedded
 
 VIEWS = ("signature", "bare", "words")
-
-
-def words(name: str) -> str:
-    return " ".join(identifier_parts(name) or [name])
 
 
 def view(kind: str, rel: str, symbol: Symbol) -> str:
@@ -45,8 +41,7 @@ def view(kind: str, rel: str, symbol: Symbol) -> str:
         return embedded(f"{rel} › {symbol.symbol_path}", symbol.signature)
     if kind == "bare":
         return symbol.signature
-    enclosing = " ".join(words(n) for n in symbol.path[:-1])
-    return f"{symbol.kind} {words(symbol.name)}" + (f" in {enclosing}" if enclosing else "")
+    return symbol.in_words  # what the indexer embeds beside each chunk (`Chunk.names`)
 
 
 def embed(encoder: Encoder, texts: list[str], query: bool = False) -> np.ndarray:

@@ -98,7 +98,17 @@ def test_vectors_of_another_model_are_refused(stack: Stack, tmp_path) -> None:  
                  "chunks": [{"startLine": 1, "endLine": 1, "text": "a"}, {"startLine": 1, "endLine": 1, "text": "b"}],
                  "vectors": vec}]},
         )  # fmt: skip
+        named = {"startLine": 1, "endLine": 1, "text": "def f(): pass", "names": ["function f", "function g"]}
+        wrong_names = http.post(
+            "/v1/folders/mm/batches",
+            json={"modelId": "all-MiniLM-L6-v2-onnx-int8+int8-matmul", "dimension": 384, "upserts": [
+                {"path": "a.txt", "mtimeNs": 1, "size": 5, "sha256": "n", "chunks": [named], "vectors": vec,
+                 "nameVectors": vec}]},
+        )  # fmt: skip
+        kept = http.post("/v1/search", json={"query": "hello", "folder": ["mm"], "minScore": -1}).json()["hits"]
         http.delete("/v1/folders/mm")
+    assert wrong_names.status_code == 400 and "2 chunk names" in wrong_names.json()["detail"]
+    assert [h["text"] for h in kept] == ["hello"]  # the refused batch changed nothing
     assert refused.status_code == 409
     detail = refused.json()["detail"]
     assert "all-MiniLM-L6-v2-onnx-int8+int8-matmul" in detail and "some-other-model" in detail

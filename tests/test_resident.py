@@ -89,7 +89,7 @@ def test_the_copy_answers_as_lancedb_does(tmp_path: Path) -> None:
         assert [r["id"] for r in got] == expected["id"].to_pylist(), where
         assert np.allclose([r["cosine"] for r in got], 1 - expected["_distance"].to_numpy(), atol=1e-5)
         assert all(set(r) >= {"id", "path", "text", "cosine"} for r in got)
-    rows, vectors = copy.lookup(["c5", "c1"]) or ([], np.empty(0))
+    rows, vectors, _ = copy.lookup(["c5", "c1"]) or ([], np.empty(0), [])
     assert [r["text"] for r in rows] == ["chunk number 5", "chunk number 1"] and vectors.shape == (2, 16)
     assert copy.lookup(["c5", "not-a-chunk"]) is None  # a row it does not hold: LanceDB answers
     stored = table.search().where("id = 'c5'").select(["vector"]).to_arrow()["vector"][0].as_py()

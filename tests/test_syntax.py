@@ -263,3 +263,20 @@ def test_what_cannot_be_parsed_falls_back_to_paragraph_chunks(name: str, source:
     assert chunks and all(embedder.count_tokens([c.embedded])[0] <= SIZES.limit for c in chunks)
     if name != "broken.py":  # a parse full of errors may still find nothing; it must not fail
         assert all(c.kind is None for c in chunks)
+
+
+def test_each_definition_is_named_in_words_on_the_chunk_it_starts_in(embedder: EmbedderClient) -> None:
+    """`Chunk.names`: what a search embeds beside the chunk, so a question naming a definition finds
+    it however long its body or however many neighbours share its chunk."""
+    packed = (
+        "class LedgerBook:\n    def post_entry(self, entry):\n        return entry\n\n\n"
+        "def parse_rgb(text):\n    return text\n"
+    )
+    (chunk,) = chunk_text(packed, embedder.count_tokens, SIZES, "python")
+    assert chunk.names == ("class ledger book", "method post entry in ledger book", "function parse rgb")
+    chunks = chunk_text(long_function(60), embedder.count_tokens, SIZES, "python")
+    pieces = [c for c in chunks if c.heading == "summarise_the_ledger"]
+    assert pieces[0].names == ("function summarise the ledger",)  # the piece its first line is in…
+    assert all(piece.names == () for piece in pieces[1:])  # …and only that one
+    assert chunks[-1].names == ("function tail",)
+    assert all(c.names == () for c in chunk_text("# Notes\n\nplain prose, no code\n", embedder.count_tokens, SIZES))

@@ -20,6 +20,10 @@ MAX_FILTER_CHARS = 256
 MAX_BATCH_FILES = 2_000
 MAX_FILE_CHUNKS = 100_000
 MAX_FILE_SYMBOLS = 100_000
+# Definitions starting in one chunk, each embedded beside it (`ChunkIn.names`): a chunk with more is a
+# table of one-liners, and the first ones stand for it.
+MAX_CHUNK_NAMES = 64
+MAX_NAME_CHARS = 1_000
 MAX_SYMBOL_RESULTS = 500  # one /v1/symbols answer; a name that matches more is too vague to read through
 MAX_CHUNK_CHARS = 200_000
 # gRPC messages to and from the embedder: 64 chunks of 254 tokens with their vectors fit many times.

@@ -26,6 +26,7 @@ from pydantic.alias_generators import to_camel
 from semsearch.limits import (
     MAX_BATCH_FILES,
     MAX_CHUNK_CHARS,
+    MAX_CHUNK_NAMES,
     MAX_CONTEXT_LINES,
     MAX_FILE_CHUNKS,
     MAX_FILE_SYMBOLS,
@@ -34,6 +35,7 @@ from semsearch.limits import (
     MAX_GATHER_TOKENS,
     MAX_GREP_RESULTS,
     MAX_LOG_LINES,
+    MAX_NAME_CHARS,
     MAX_PATTERN_CHARS,
     MAX_QUERY_CHARS,
     MAX_RESULTS,
@@ -179,6 +181,12 @@ class ChunkIn(Request):
     meta: DocMeta | None = Field(
         None, description="The chunk's own title, date and tags (a mailbox's message), over the file's."
     )
+    names: list[Annotated[str, Field(max_length=MAX_NAME_CHARS)]] = Field(
+        [],
+        max_length=MAX_CHUNK_NAMES,
+        description="Code: the definitions starting in the chunk, in words (`method set from in Itertools`), "
+        "each embedded alone (`nameVectors`): the vector arm scores the chunk by the best of its cosine and theirs.",
+    )
 
 
 class SymbolIn(Request):
@@ -212,6 +220,9 @@ class DocMeta(Request):
 class FileChunks(FileStamp):
     chunks: list[ChunkIn] = Field(max_length=MAX_FILE_CHUNKS)
     vectors: Base64Bytes = Field(description="len(chunks) x dimension little-endian float32, base64.")
+    name_vectors: Base64Bytes = Field(
+        b"", description="The chunks' `names` embedded, in order: (all names) x dimension float32, base64."
+    )
     meta: DocMeta = DocMeta()
     symbols: list[SymbolIn] = Field([], max_length=MAX_FILE_SYMBOLS, description="Definitions (source code).")
 

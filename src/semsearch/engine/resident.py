@@ -36,6 +36,7 @@ from semsearch.malloc import trim
 
 log = logging.getLogger("semsearch.api")
 
+NAME_VECTORS = "name_vectors"  # the chunks table's column of definitions' vectors (engine/store.py)
 MASKS_KEPT = 64  # distinct filters remembered per version (a mask is one byte per row)
 COOL_DOWN_MIN_S = 1.0
 COOL_DOWN_LOADS = 4  # a reload waits this many times the last load's duration
@@ -48,6 +49,27 @@ def vector_matrix(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
     return np.asarray(column.flatten().to_numpy()).reshape(len(column), -1)
+
+
+def name_matrices(column: pa.Array | pa.ChunkedArray) -> list[np.ndarray | None]:
+    """A list-of-vectors column (`name_vectors`) as each row's (n, dimension) matrix, or None."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    flat, offsets = _flat_lists(column)
+    return [
+        None if not valid else flat[start:end]
+        for valid, start, end in zip(column.is_valid().to_pylist(), offsets[:-1], offsets[1:], strict=True)
+    ]
+
+
+def _flat_lists(column: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
+    """The vectors of a list-of-vectors column as one matrix, and each row's offsets into it."""
+    offsets = column.offsets.to_numpy()
+    values = column.values  # every row's vectors, a null row's none
+    matrix = np.asarray(values.flatten().to_numpy(zero_copy_only=False), dtype=np.float32)
+    dimension = values.type.list_size
+    matrix = matrix.reshape(-1, dimension)[offsets[0] : offsets[-1]]
+    return matrix, offsets - offsets[0]
 
 
 class Stale(Exception):
@@ -67,13 +89,23 @@ class Resident:
     rowids: np.ndarray  # the row ids sorted, so a filter's rows map to positions…
     by_rowid: np.ndarray  # …through this: the position of the i-th smallest row id
     positions: dict[str, int]  # chunk id -> position
+    names: np.ndarray | None = None  # code: every chunk's definitions' vectors (`name_vectors`), in order…
+    name_offsets: np.ndarray | None = None  # …position i's from name_offsets[i] to name_offsets[i + 1]
+    name_owner: np.ndarray | None = None  # each name's position
     _masks: OrderedDict[str, np.ndarray | None] = field(default_factory=OrderedDict)
+    _name_starts: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def nbytes(self) -> int:
-        arrays = (self.matrix, self.norms, self.rowid_at, self.rowids, self.by_rowid)
+        arrays = [self.matrix, self.norms, self.rowid_at, self.rowids, self.by_rowid]
+        arrays += [a for a in (self.names, self.name_offsets, self.name_owner) if a is not None]
         return int(self.rows.nbytes + sum(a.nbytes for a in arrays))
+
+    def __post_init__(self) -> None:
+        if self.name_offsets is not None:  # where each named chunk's names begin
+            starts = self.name_offsets[:-1]
+            self._name_starts = starts[self.name_offsets[1:] > starts]
 
     def mask(self, where: str) -> np.ndarray | None:
         """The rows a filter keeps (None: every row), from LanceDB once per filter and version.
@@ -106,22 +138,33 @@ class Resident:
         order = np.lexsort((self.rowid_at[candidates], -scores[candidates]))
         return candidates[order][:limit]
 
-    def nearest(self, vector: np.ndarray, limit: int, where: str) -> list[dict[str, Any]]:
+    def nearest(self, vector: np.ndarray, limit: int, where: str, names: bool = True) -> list[dict[str, Any]]:
         """The `limit` chunks nearest `vector` by cosine among those the filter keeps — exact, as a
         flat scan is — with each row's `cosine`."""
         query = vector.astype(np.float32)
         scores = (self.matrix @ query) / (self.norms * (np.linalg.norm(query) or 1.0))
+        if names and self.names is not None and self.name_owner is not None and len(self.names):
+            # A chunk's cosine is the best of its own and its definitions' (as in `Store.vector_search`);
+            # names are stored in their chunks' order, so each chunk's best is one reduceat.
+            named = self.name_owner[self._name_starts]
+            best = np.maximum.reduceat(self.names @ query, self._name_starts) / (np.linalg.norm(query) or 1.0)
+            scores[named] = np.maximum(scores[named], best)
         top = self._top(scores, limit, where)
         rows = self.rows.take(pa.array(top)).to_pylist()
         return [dict(row, cosine=float(scores[i])) for row, i in zip(rows, top, strict=True)]
 
-    def lookup(self, ids: list[str]) -> tuple[list[dict[str, Any]], np.ndarray] | None:
-        """The rows of these chunk ids and their vectors; None if one is not in this copy."""
+    def lookup(self, ids: list[str]) -> tuple[list[dict[str, Any]], np.ndarray, list[np.ndarray | None]] | None:
+        """The rows of these chunk ids, their vectors and their names' vectors (or None); None if one
+        is not in this copy."""
         try:
             order = np.fromiter((self.positions[i] for i in ids), dtype=np.int64, count=len(ids))
         except KeyError:
             return None
-        return self.rows.take(pa.array(order)).to_pylist(), self.matrix[order]
+        names: list[np.ndarray | None] = [None] * len(order)
+        if self.names is not None and self.name_offsets is not None:
+            spans = zip(self.name_offsets[order], self.name_offsets[order + 1], strict=True)
+            names = [self.names[start:end] if end > start else None for start, end in spans]
+        return self.rows.take(pa.array(order)).to_pylist(), self.matrix[order], names
 
 
 class ResidentCache:
@@ -166,13 +209,20 @@ class ResidentCache:
             self._not_held = (id(table), version)
             self.copy = None  # an old copy is never served again: its version is not current
             return None
-        wanted = [*self.columns, "vector"]
+        named = NAME_VECTORS in table.schema.names
+        wanted = [*self.columns, "vector", *([NAME_VECTORS] if named else [])]
         kept: list[pa.RecordBatch] = []
         parts: list[np.ndarray] = []
         ids: list[np.ndarray] = []
+        names: list[np.ndarray] = []
+        counts: list[np.ndarray] = []
         # In batches, so the load never holds the whole table twice.
         for batch in table.search().with_row_id(True).select(wanted).limit(None).to_batches(LOAD_BATCH):
             parts.append(np.array(vector_matrix(batch.column("vector")), dtype=np.float32))
+            if named:
+                flat, spans = _flat_lists(batch.column(NAME_VECTORS))
+                names.append(np.array(flat, dtype=np.float32))
+                counts.append(np.diff(spans))
             ids.append(batch.column("_rowid").to_numpy())
             kept.append(pa.RecordBatch.from_arrays([batch.column(c) for c in self.columns], names=self.columns))
         if table.version != version:
@@ -183,6 +233,14 @@ class ResidentCache:
         rowids = np.concatenate(ids)
         by_rowid = np.argsort(rowids, kind="stable")
         rows = pa.Table.from_batches(kept)
+        held_names: np.ndarray | None = None
+        offsets: np.ndarray | None = None
+        owner: np.ndarray | None = None
+        if named:
+            per_row = np.concatenate(counts)
+            offsets = np.concatenate([[0], np.cumsum(per_row)])
+            owner = np.repeat(np.arange(len(per_row)), per_row)
+            held_names = np.concatenate(names) if names else None
         copy = Resident(
             source=table,
             version=version,
@@ -193,6 +251,9 @@ class ResidentCache:
             rowids=rowids[by_rowid],
             by_rowid=by_rowid,
             positions={chunk_id: i for i, chunk_id in enumerate(rows["id"].to_pylist())},
+            names=held_names,
+            name_offsets=offsets,
+            name_owner=owner,
         )
         trim()  # the load's Arrow batches go back to the OS, not to glibc's heap
         self.copy = copy

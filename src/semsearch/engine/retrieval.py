@@ -16,8 +16,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from semsearch.config import Settings
 from semsearch.corpus.extract import location
 from semsearch.corpus.folders import FolderNotFound, FolderRegistry
@@ -27,7 +25,7 @@ from semsearch.engine.coverage import CoverageCache
 from semsearch.engine.fusion import Candidate, Fused, abstain_message, label, lifecycle_label, params_from, passes, rank
 from semsearch.engine.guard import Guarded, guard
 from semsearch.engine.lexical import query_terms
-from semsearch.engine.store import ModelMismatch, Store
+from semsearch.engine.store import NAME_VECTORS, ModelMismatch, Store, best_cosines
 from semsearch.schemas import ArmHit, Arms, Hit, SearchRequest, SearchResponse
 from semsearch.timing import Timings
 
@@ -147,15 +145,16 @@ def search(
     vector_rows: list[dict[str, Any]] = []
     if mode != "lexical":
         with timings.stage("vector"):
-            vector_rows = store.vector_search(vector, pool, where)
+            vector_rows = store.vector_search(vector, pool, where, names=settings.definition_search)
     with timings.stage("lexicalWait"):  # what the BM25 arm still needed once the vector arm was done
         terms, lexical_rows = lexical_arm.result() if lexical_arm is not None else ([], [])
     fusing = time.perf_counter()
 
     rows: dict[str, dict[str, Any]] = {}
-    for row in lexical_rows:
-        # Vectors are unit length, so the dot product is the cosine.
-        row["cosine"] = float(np.dot(np.asarray(row.pop("vector"), dtype=np.float32), vector))
+    vectors, names = [row.pop("vector") for row in lexical_rows], [row.pop(NAME_VECTORS) for row in lexical_rows]
+    cosines = best_cosines(vector, vectors, names if settings.definition_search else [None] * len(names))
+    for row, cosine in zip(lexical_rows, cosines, strict=True):
+        row["cosine"] = cosine
         rows[row["id"]] = row
     rows.update({row["id"]: row for row in vector_rows})
     boosts = settings.path_boosts if request.path_boosts is None else request.path_boosts

@@ -46,6 +46,7 @@ from semsearch.engine.store import (
     CHUNKS,
     FILE_SCHEMA,
     FILES,
+    LATER_COLUMNS,
     SCHEMA_VERSION,
     SYMBOL_SCHEMA,
     SYMBOLS,
@@ -371,8 +372,7 @@ def _check_rows(manifest: SnapshotManifest, work: Path) -> None:
         cap = max(MIN_DECODED_CAP, DECODED_RATIO * packed)
         try:
             with pa.ipc.open_stream(pa.memory_map(str(work / member))) as reader:
-                accepted = (schemas[table], _before_context(schemas[table]))
-                if not any(reader.schema.equals(schema) for schema in accepted):
+                if not any(reader.schema.equals(schema) for schema in _accepted(schemas[table])):
                     raise SnapshotRefused(f"{member} does not have the columns this version of semsearch writes")
                 rows = decoded = 0
                 for batch in reader:
@@ -447,9 +447,11 @@ def _meta(manifest: SnapshotManifest) -> dict[str, Any]:
     }
 
 
-def _before_context(schema: pa.Schema) -> pa.Schema:
-    """The chunks member as versions before the `context` column wrote it (still imported)."""
-    return schema.remove(schema.get_field_index("context")) if "context" in schema.names else schema
+def _accepted(schema: pa.Schema) -> list[pa.Schema]:
+    """The member's schema as this version writes it, and as earlier versions did: the chunks
+    without the columns added later (`LATER_COLUMNS`, still imported; read as null)."""
+    later = [name for name in LATER_COLUMNS if name in schema.names]
+    return [pa.schema(list(schema)[: len(schema) - k]) for k in range(len(later) + 1)]
 
 
 def _rows(table: str, manifest: SnapshotManifest, work: Path, store: Store, kept: list[str]) -> pa.RecordBatchReader:
@@ -467,9 +469,9 @@ def _rows(table: str, manifest: SnapshotManifest, work: Path, store: Store, kept
             for batch in reader:
                 if batch.schema.equals(schema):
                     yield batch
-                else:  # an export made before chunks kept their embedded context
-                    context = pa.nulls(batch.num_rows, pa.string())
-                    yield pa.RecordBatch.from_arrays([*batch.columns, context], schema=schema)
+                else:  # an export made before chunks kept their embedded context, or their names
+                    missing = [pa.nulls(batch.num_rows, field.type) for field in list(schema)[batch.num_columns :]]
+                    yield pa.RecordBatch.from_arrays([*batch.columns, *missing], schema=schema)
 
     return pa.RecordBatchReader.from_batches(schema, batches())
 

@@ -20,6 +20,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -39,7 +40,7 @@ from semsearch.engine.filters import HIDDEN_STATUSES, TRUE, sql_in, sql_str
 from semsearch.engine.lexical import lexical_document
 from semsearch.engine.local_copy import CopyState, LocalCopy
 from semsearch.engine.location import IndexLocation, StoreUnavailable, reason
-from semsearch.engine.resident import Resident, ResidentCache, Stale, vector_matrix
+from semsearch.engine.resident import NAME_VECTORS, Resident, ResidentCache, Stale, name_matrices, vector_matrix
 from semsearch.malloc import trim
 from semsearch.schemas import FileChunks, FileStamp, Folder, IndexBatch, ManifestEntry
 
@@ -57,7 +58,8 @@ RESULT_COLUMNS = [
 SYMBOL_COLUMNS = ["folder", "path", "name", "kind", "symbol_path", "start_line", "end_line", "signature", "mtime_ns"]
 # Stemmed and stop-worded like a good BM25 baseline; our `lexical` column adds identifier parts.
 FTS_CONFIG = FTS(stem=True, remove_stop_words=True, lower_case=True, ascii_folding=True, max_token_length=60)
-VERSION_RETENTION = timedelta(minutes=5)  # readers older than this may hold old versions open
+VERSION_RETENTION = timedelta(minutes=5)
+_NAMES_QUERY = ThreadPoolExecutor(4, thread_name_prefix="names")  # readers older than this may hold old versions open
 
 
 @dataclass(frozen=True)
@@ -125,8 +127,20 @@ def chunk_schema(dimension: int) -> pa.Schema:
             # What the model saw before the text (code: path › breadcrumb, a split function's
             # signature), kept so a model switch embeds what a rebuild would. Last: added to older tables.
             pa.field("context", pa.string()),
+            # Code: the definitions starting in the chunk, in words, and each one's vector (null
+            # without any): the vector arm scores a chunk by the best of its own cosine and theirs.
+            pa.field("names", pa.list_(pa.string())),
+            pa.field(NAME_VECTORS, pa.list_(pa.list_(pa.float32(), dimension))),
         ]
     )
+
+
+# A model's vectors for chunk rows, and for each row its names' (None: it has none).
+Embedded = tuple[np.ndarray, list[np.ndarray | None]]
+
+# Columns later versions added at the end of the chunks table: an older table gets them (null) when
+# the writer opens it; an older snapshot's rows are read without them.
+LATER_COLUMNS = ("context", "names", NAME_VECTORS)
 
 
 FILE_SCHEMA = pa.schema(
@@ -283,8 +297,10 @@ class Store:
         )
         current = self.chunks_table
         self._chunks = self._db.open_table(current) if current in names else None
-        if self._chunks is not None and "context" not in self._chunks.schema.names and self.read_consistency is None:
-            self._chunks.add_columns(pa.field("context", pa.string()))  # a table written before it was kept
+        if self._chunks is not None and self.read_consistency is None:  # a table written before they were kept
+            have, schema = self._chunks.schema.names, chunk_schema(int(self.meta.get("dimension") or 1))
+            if missing := [schema.field(name) for name in LATER_COLUMNS if name not in have]:
+                self._chunks.add_columns(missing)
         self._side: lancedb.table.Table | None = None
         if self.read_consistency is None:  # the writer: the table a switch replaced, once no replica reads it
             self._drop_retired()
@@ -295,6 +311,8 @@ class Store:
         self.fts_ready = any(i.columns == ["lexical"] for i in indices)
         vector = next((i for i in indices if i.columns == ["vector"]), None)
         self.ann_kind: str | None = None if vector is None else index_kind(vector.index_type)
+        self.names_ann = any(i.columns == [NAME_VECTORS] for i in indices)
+        self.named = self._named_count()
         self.facts = self._read_facts()
         self._seen_versions = (self._files.version, self._chunks.version if self._chunks is not None else None)
 
@@ -477,15 +495,17 @@ class Store:
             rows = self._chunks.search().where(where).select(columns).limit(None).to_arrow()
         return rows.filter(pc.is_in(rows["id"], value_set=pa.array(sorted(ids), pa.string())))
 
-    def switch_add(self, rows: pa.Table, vectors: np.ndarray, model_id: str) -> None:
-        """The new model's vectors for `rows` (from `switch_rows`) into the side table; written
-        twice (a resumed batch), a row is replaced, not doubled."""
+    def switch_add(self, rows: pa.Table, embedded: Embedded, model_id: str) -> None:
+        """The new model's vectors for `rows` (from `switch_rows`), and their names', into the side
+        table; written twice (a resumed batch), a row is replaced, not doubled."""
+        vectors, names = embedded
         side = self._side_table()
         dimension = int(self.meta["switch"]["dimension"])
         schema = chunk_schema(dimension)
         flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1), pa.float32())
         arrays = {name: rows[name] for name in rows.column_names}
         arrays["vector"] = pa.FixedSizeListArray.from_arrays(flat, dimension)
+        arrays[NAME_VECTORS] = _vector_lists(names, dimension)
         arrays["model_id"] = pa.array([model_id] * rows.num_rows, pa.string())
         table = pa.table([arrays[name].cast(schema.field(name).type) for name in schema.names], schema=schema)
         side.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(table)
@@ -496,11 +516,14 @@ class Store:
         side.optimize(cleanup_older_than=self.retention, delete_unverified=True)
         if side.count_rows() >= ann_min_rows and not any(i.columns == ["vector"] for i in side.list_indices()):
             side.create_index("vector", config=ANN_CONFIG, replace=True)
+        named = side.count_rows(f"{NAME_VECTORS} IS NOT NULL")
+        if named >= ann_min_rows and not any(i.columns == [NAME_VECTORS] for i in side.list_indices()):
+            side.create_index(NAME_VECTORS, config=ANN_CONFIG, replace=True)
         if side.count_rows() and not any(i.columns == ["lexical"] for i in side.list_indices()):
             side.create_index("lexical", config=FTS_CONFIG)
         trim()
 
-    def switch_commit(self, embed: Callable[[pa.Table], np.ndarray], on_swap: Callable[[], None]) -> int:
+    def switch_commit(self, embed: Callable[[pa.Table], Embedded], on_swap: Callable[[], None]) -> int:
         """Under the write lock (no indexer write can land in between): the last rows the side
         table lacks (`embed` makes their vectors), the rows of files changed or removed meanwhile
         dropped from it, then the swap — `meta.json` names the side table and the new model (the
@@ -548,6 +571,7 @@ class Store:
             self._claim_model(batch)
             assert self._chunks is not None
             rows = self._chunk_rows(folder, batch)
+            self.named += rows.num_rows - rows[NAME_VECTORS].null_count  # searches ask for them from now on
             replaced = [f.path for f in batch.upserts] + list(batch.deletes)
             if replaced:
                 gone = f"folder = {sql_str(folder)} AND {sql_in('path', replaced)}"
@@ -573,6 +597,7 @@ class Store:
         for f in batch.upserts:
             vecs = self._vectors(f, batch.dimension)
             vectors.append(vecs)
+            named = _name_vectors(f, batch.dimension)
             mtime_date = datetime.fromtimestamp(f.mtime_ns / 1e9, UTC).date().isoformat()
             for i, chunk in enumerate(f.chunks):
                 columns["id"].append(f"{folder}\x00{f.path}\x00{f.sha256}\x00{i}")
@@ -598,11 +623,15 @@ class Store:
                 columns["date"].append(own.date[:10] if own.date else mtime_date)
                 columns["lexical"].append(lexical_document(chunk.text, chunk.heading))
                 columns["context"].append(chunk.context)
+                columns["names"].append(None if named[i] is None else chunk.names)
+                columns[NAME_VECTORS].append(named[i])
         flat = np.concatenate(vectors).reshape(-1) if vectors else np.empty(0, dtype=np.float32)
         columns.pop("vector")
         schema = chunk_schema(batch.dimension)
+        named_rows = columns.pop(NAME_VECTORS)
         arrays = {name: pa.array(values, type=schema.field(name).type) for name, values in columns.items()}
         arrays["vector"] = pa.FixedSizeListArray.from_arrays(pa.array(flat, pa.float32()), batch.dimension)
+        arrays[NAME_VECTORS] = _vector_lists(named_rows, batch.dimension)
         return pa.table([arrays[name] for name in schema.names], schema=schema)
 
     @staticmethod
@@ -721,25 +750,46 @@ class Store:
 
     @served
     def vector_search(
-        self, vector: np.ndarray, limit: int, where: str, ann: AnnQuery = ANN_QUERY
+        self, vector: np.ndarray, limit: int, where: str, ann: AnnQuery = ANN_QUERY, names: bool = True
     ) -> list[dict[str, Any]]:
-        """Nearest chunks by cosine, filtered inside the query; each row has `cosine`."""
+        """Nearest chunks by cosine, filtered inside the query; each row has `cosine`: the best of the
+        chunk's own and (`names`) its definitions', so a chunk is found by what it defines as well as
+        by what its body says."""
         if self._chunks is None:
             return []
         copy = self.resident.current(self._chunks)
         if copy is not None:
             try:
-                return copy.nearest(vector, limit, where)
+                return copy.nearest(vector, limit, where, names)
             except Stale:
                 pass  # written to meanwhile: LanceDB answers
-        # Cosine is set on every query: LanceDB's default metric is L2.
-        search = self._chunks.search(vector.astype(np.float32), vector_column_name="vector")
+        if not self.named or not names:
+            return self._nearest("vector", self.ann_kind, vector, limit, where, ann)
+        # Beside the chunks' query (each LanceDB query has a fixed cost of several milliseconds,
+        # and it releases the GIL): 100k chunks, p50 20.8 ms side by side, 27.7 one after the other.
+        names_kind = ANN_KIND if self.names_ann else None
+        named = _NAMES_QUERY.submit(self._nearest, NAME_VECTORS, names_kind, vector, limit, where, ann)
+        rows = self._nearest("vector", self.ann_kind, vector, limit, where, ann)
+        # The best `limit` by the better of two cosines are among the best `limit` by each.
+        best = {row["id"]: row for row in rows}
+        for row in named.result():
+            if row["id"] not in best or row["cosine"] > best[row["id"]]["cosine"]:
+                best[row["id"]] = row
+        return sorted(best.values(), key=lambda row: -row["cosine"])[:limit]
+
+    def _nearest(
+        self, column: str, ann_kind: str | None, vector: np.ndarray, limit: int, where: str, ann: AnnQuery
+    ) -> list[dict[str, Any]]:
+        assert self._chunks is not None
+        # Cosine is set on every query: LanceDB's default metric is L2. Over `name_vectors` (a list of
+        # vectors a row) LanceDB's distance is to the row's nearest one.
+        search = self._chunks.search(vector.astype(np.float32), vector_column_name=column)
         query = cast(LanceVectorQueryBuilder, search)
-        if self.ann_kind is not None:
+        if ann_kind is not None:
             query = query.refine_factor(ann.refine)
             if ann.nprobes is not None:
                 query = query.nprobes(ann.nprobes)
-            if "HNSW" in self.ann_kind:
+            if "HNSW" in ann_kind:
                 query = query.ef(ann.ef * limit * ann.refine)
         if where != TRUE:
             query = query.where(where, prefilter=True)
@@ -750,7 +800,8 @@ class Store:
 
     @served
     def lexical_search(self, terms: list[str], limit: int, where: str) -> list[dict[str, Any]]:
-        """BM25 over the `lexical` column (OR of the terms); each row has `bm25`, and its vector for the cosine."""
+        """BM25 over the `lexical` column (OR of the terms); each row has `bm25`, and its vector and its
+        names' vectors (or None) for the cosine (`best_cosine`)."""
         if self._chunks is None or not terms or not self.fts_ready:
             return []
         query = " ".join(terms)
@@ -759,11 +810,13 @@ class Store:
             held = self._lexical_ids(copy, query, limit, where)
             if held is not None:
                 return held
-        result = self._fts(query, where).select([*RESULT_COLUMNS, "vector"]).limit(limit).to_arrow()
+        named = [NAME_VECTORS] if self.named else []
+        result = self._fts(query, where).select([*RESULT_COLUMNS, "vector", *named]).limit(limit).to_arrow()
         matrix = vector_matrix(result["vector"]) if result.num_rows else None
-        rows = cast(list[dict[str, Any]], result.drop(["vector"]).to_pylist())
+        names = name_matrices(result[NAME_VECTORS]) if named else [None] * result.num_rows
+        rows = cast(list[dict[str, Any]], result.drop(["vector", *named]).to_pylist())
         for i, row in enumerate(rows):
-            row["vector"] = matrix[i] if matrix is not None else None
+            row["vector"], row[NAME_VECTORS] = (matrix[i] if matrix is not None else None), names[i]
             row["bm25"] = float(row.pop("_score"))  # LanceDB's column name stays in here
         return rows
 
@@ -778,9 +831,9 @@ class Store:
         held = copy.lookup(found["id"].to_pylist())
         if held is None or self._chunks is None or self._chunks.version != copy.version:
             return None
-        rows, vectors = held
-        for row, vector, score in zip(rows, vectors, found["_score"].to_pylist(), strict=True):
-            row["vector"], row["bm25"] = vector, float(score)
+        rows, vectors, names = held
+        for row, vector, named, score in zip(rows, vectors, names, found["_score"].to_pylist(), strict=True):
+            row["vector"], row[NAME_VECTORS], row["bm25"] = vector, named, float(score)
         return rows
 
     @served
@@ -811,6 +864,12 @@ class Store:
     def chunk_count(self) -> int:
         return 0 if self._chunks is None else int(self._chunks.count_rows())
 
+    def _named_count(self) -> int:
+        """Chunks with definitions' vectors (0: none, or a table older than them)."""
+        if self._chunks is None or NAME_VECTORS not in self._chunks.schema.names:
+            return 0
+        return int(self._chunks.count_rows(f"{NAME_VECTORS} IS NOT NULL"))
+
     # --- maintenance ---------------------------------------------------------------
 
     def optimize(self, ann_min_rows: int = 20_000) -> dict[str, Any]:
@@ -832,6 +891,12 @@ class Store:
                 self._chunks.create_index("vector", config=ANN_CONFIG, replace=True)
                 self.ann_kind = ANN_KIND
                 built.append(ANN_KIND)
+                trim()
+            self.named = self._named_count()
+            if not self.names_ann and self.named >= ann_min_rows:
+                self._chunks.create_index(NAME_VECTORS, config=ANN_CONFIG, replace=True)
+                self.names_ann = True
+                built.append(f"{ANN_KIND} (names)")
                 trim()
             if not self.fts_ready:
                 self._chunks.create_index("lexical", config=FTS_CONFIG)
@@ -980,6 +1045,8 @@ def build(
     chunks = db.open_table(CHUNKS)
     if chunks.count_rows() >= ann_min_rows:
         chunks.create_index("vector", config=ANN_CONFIG)
+    if chunks.count_rows(f"{NAME_VECTORS} IS NOT NULL") >= ann_min_rows:
+        chunks.create_index(NAME_VECTORS, config=ANN_CONFIG)
     if chunks.count_rows():
         chunks.create_index("lexical", config=FTS_CONFIG)
     (index_dir / "skipped.json").write_text(json.dumps(skipped, indent=2))
@@ -1003,6 +1070,47 @@ def _replace(table: lancedb.table.Table, rows: pa.Table, gone: str) -> None:
         )
     else:
         table.delete(gone)
+
+
+def _vector_lists(rows: list[np.ndarray | None], dimension: int) -> pa.Array:
+    """A list-of-vectors column from each row's (n, dimension) matrix or None, without Python floats."""
+    blocks = [block for block in rows if block is not None]
+    flat = np.concatenate(blocks).reshape(-1) if blocks else np.empty(0, dtype=np.float32)
+    offsets = np.cumsum([0, *(0 if block is None else len(block) for block in rows)], dtype=np.int32)
+    values = pa.FixedSizeListArray.from_arrays(pa.array(flat, pa.float32()), dimension)
+    mask = pa.array([block is None for block in rows], pa.bool_())
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values, mask=mask)
+
+
+def _name_vectors(f: FileChunks, dimension: int) -> list[np.ndarray | None]:
+    """Each chunk's names' vectors, or None (no names, or an indexer older than them sent none)."""
+    count = sum(len(chunk.names) for chunk in f.chunks)
+    vecs = np.frombuffer(f.name_vectors, dtype="<f4")
+    if vecs.size == 0:
+        return [None] * len(f.chunks)
+    if vecs.size != count * dimension:
+        raise InvalidBatch(
+            f"{f.path}: {vecs.size} floats for {count} chunk names of dimension {dimension} "
+            f"(expected {count * dimension}, or none)"
+        )
+    matrix = vecs.reshape(count, dimension)
+    ends = np.cumsum([len(chunk.names) for chunk in f.chunks])
+    return [matrix[end - len(c.names) : end] if c.names else None for c, end in zip(f.chunks, ends, strict=True)]
+
+
+def best_cosines(query: np.ndarray, vectors: list[np.ndarray], names: list[np.ndarray | None]) -> list[float]:
+    """Chunks' cosines to a query as the vector arm scores them: the best of each one's own vector's
+    and its names' (stored vectors are unit length, so each is a dot product), in two products."""
+    if not vectors:
+        return []
+    best = np.stack(vectors).astype(np.float32, copy=False) @ query
+    named = [i for i, block in enumerate(names) if block is not None and len(block)]
+    if named:
+        blocks = [names[i] for i in named]
+        scores = np.concatenate(blocks) @ query  # type: ignore[arg-type]
+        starts = np.cumsum([0, *(len(block) for block in blocks[:-1])])  # type: ignore[arg-type]
+        best[named] = np.maximum(best[named], np.maximum.reduceat(scores, starts))
+    return [float(c) for c in best]
 
 
 def _symbol_rows(folder: str, batch: IndexBatch) -> pa.Table:

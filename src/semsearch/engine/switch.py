@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from semsearch.config import Settings
 from semsearch.embedder.interface import Embedder
-from semsearch.engine.store import Store
+from semsearch.engine.store import Embedded, Store
 from semsearch.schemas import ModelSwitch
 from semsearch.text import embedded
 
@@ -137,11 +137,19 @@ class SwitchJob:
             self.state.finished_at = datetime.now(UTC)
         return self.state
 
-    def _embed(self, rows: pa.Table, window: int) -> np.ndarray:
+    def _embed(self, rows: pa.Table, window: int) -> Embedded:
+        """The rows' vectors and their names' (`Chunk.names`), by the new model."""
         texts = embedded_texts(rows)
         self.state.truncated += sum(n > window for n in self.target.count_tokens(texts))
+        names: list[list[str] | None] = rows["names"].to_pylist()
+        flat = [name for row in names for name in row or []]
         step = self.settings.embed_batch_chunks
-        return np.concatenate([self.target.embed(texts[i : i + step]) for i in range(0, len(texts), step)])
+        vectors = np.concatenate([self.target.embed(texts[i : i + step]) for i in range(0, len(texts), step)])
+        if not flat:
+            return vectors, [None] * rows.num_rows
+        named = np.concatenate([self.target.embed(flat[i : i + step]) for i in range(0, len(flat), step)])
+        ends = np.cumsum([len(row or []) for row in names])
+        return vectors, [named[end - len(row) : end] if row else None for row, end in zip(names, ends, strict=True)]
 
 
 def _pages(pending: dict[tuple[str, str], set[str]]) -> Iterator[tuple[str, list[str], set[str]]]:

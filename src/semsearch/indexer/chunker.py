@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import bisect
 import re
 import threading
 from collections.abc import Callable, Iterable
@@ -31,6 +32,7 @@ import yaml
 from semsearch.config import Settings
 from semsearch.corpus.extract import Document, Segment, Unindexable
 from semsearch.indexer.syntax import GRAMMARS, Symbol, chunk_code
+from semsearch.limits import MAX_CHUNK_NAMES, MAX_NAME_CHARS
 from semsearch.schemas import DocMeta
 from semsearch.text import embedded
 from semsearch.text import lines as text_lines
@@ -60,6 +62,7 @@ class Chunk:
     kind: str | None = None  # code: what the chunk holds (function, method, class, …)
     context: str | None = None  # code: embedded before the text (breadcrumb, a split function's signature)
     meta: DocMeta | None = None  # its part's own facts (a mailbox's message), over the document's
+    names: tuple[str, ...] = ()  # code: the definitions starting in it, in words (`Symbol.in_words`)
 
     @property
     def embedded(self) -> str:
@@ -235,7 +238,7 @@ def chunk_document(
     if language is not None and not doc.markdown and len(doc.segments) == 1:
         code = _code_chunks(doc.segments[0].text, language, counter, sizes, path)
         if code is not None:
-            return code
+            return _named(code)
     target, overlap, limit = sizes.target, sizes.overlap, sizes.limit
     parts, meta = sections(doc)
     counter.prime(line for part in parts for _, line in part.lines)
@@ -251,7 +254,26 @@ def chunk_document(
         atoms = _atoms(part.lines, counter, limit)
         for text, start, end in _pack(atoms, target, overlap, limit):
             chunks.append(Chunk(text, start, end, part.heading, part.page, meta=part.meta))
-    return Chunked(chunks, meta, symbols)
+    return _named(Chunked(chunks, meta, symbols))
+
+
+def _named(chunked: Chunked) -> Chunked:
+    """Each definition's words on a chunk its first line is in (the last to start at or before it, so a
+    split definition's first piece): a search scores that chunk by the best
+    of its own cosine and theirs (a long body, or short definitions packed together, hide the name a
+    question asks by)."""
+    if not chunked.symbols:
+        return chunked
+    starts = sorted((c.start_line, i) for i, c in enumerate(chunked.chunks))
+    names: dict[int, list[str]] = {}
+    for symbol in chunked.symbols:
+        at = bisect.bisect_right(starts, (symbol.start_line, len(starts))) - 1
+        if at >= 0 and chunked.chunks[starts[at][1]].end_line >= symbol.start_line:
+            names.setdefault(starts[at][1], []).append(symbol.in_words[:MAX_NAME_CHARS])
+    chunks = [
+        replace(c, names=tuple(names[i][:MAX_CHUNK_NAMES])) if i in names else c for i, c in enumerate(chunked.chunks)
+    ]
+    return replace(chunked, chunks=chunks)
 
 
 def _cell_chunks(

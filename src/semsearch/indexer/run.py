@@ -364,6 +364,7 @@ class Indexer:
                     context=c.context,
                     flags=screening.flags(c.text, prose=code is None),
                     meta=c.meta,
+                    names=list(c.names),
                 )  # fmt: skip
                 for c in chunked.chunks
             ],
@@ -411,13 +412,15 @@ class Indexer:
     def _flush(self, pending: _Pending, lease: str, writer: _Writer) -> None:
         if not len(pending):
             return
-        texts = [text for p in pending.upserts for text in p.embedded]
+        # Each file's chunks, then its chunks' names (a dozen tokens each), in one embedding pass.
+        texts = [text for p in pending.upserts for text in [*p.embedded, *(n for c in p.chunks for n in c.names)]]
         vectors = self._embed(texts) if texts else None
         upserts, offset = [], 0
         for p in pending.upserts:
-            n = len(p.chunks)
+            n, named = len(p.chunks), sum(len(c.names) for c in p.chunks)
             block = b"" if vectors is None else vectors[offset : offset + n].astype("<f4").tobytes()
-            offset += n
+            names = b"" if vectors is None else vectors[offset + n : offset + n + named].astype("<f4").tobytes()
+            offset += n + named
             # Base64Bytes validates base64 text, so the packed floats are encoded here.
             upserts.append(
                 FileChunks(
@@ -425,6 +428,7 @@ class Indexer:
                     chunks=p.chunks,
                     meta=p.meta,
                     vectors=base64.b64encode(block),
+                    name_vectors=base64.b64encode(names),
                     symbols=p.symbols,
                 )
             )

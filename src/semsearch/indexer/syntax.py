@@ -31,6 +31,8 @@ from pathlib import PurePosixPath
 
 from tree_sitter import Language, Node, Parser
 
+from semsearch.engine.lexical import identifier_parts
+
 CHUNKER = "syntax-1"  # recorded in the index's identity: a different chunker asks for a rebuild
 SEPARATOR = " › "
 PIECES = re.compile(r"\w+|[^\w\s]")  # where BERT's tokenizer splits before WordPiece: whitespace, punctuation
@@ -145,6 +147,18 @@ class Symbol:
     @property
     def symbol_path(self) -> str:
         return SEPARATOR.join(self.path)
+
+    @property
+    def in_words(self) -> str:
+        """The definition as a question names it: its kind, its name split into words, and the
+        names it sits in (`method set from in Itertools`). Embedded alone, beside the chunk it
+        starts in (`Chunk.names`): a body's hundred tokens drown what its name says."""
+        enclosing = " ".join(_words(name) for name in self.path[:-1])
+        return f"{self.kind} {_words(self.name)}" + (f" in {enclosing}" if enclosing else "")
+
+
+def _words(name: str) -> str:
+    return " ".join(identifier_parts(name) or [name])
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,101 @@
+"""A chunk is found by what it defines, not only by what its body says (`Chunk.names`): each
+definition is embedded alone, in words, and the vector arm scores a chunk by the best of its own
+cosine and its definitions'. Through the library in one process, with the real model."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import lancedb
+
+import semsearch
+from semsearch.library import Database
+from semsearch.schemas import Hit
+from tests.corpus import write_tree
+from tests.test_docs import ROOT
+
+INDENTED_PYTHON = re.compile(r"^( *)```python\n(.*?)^\1```", re.S | re.M)
+BODY = "\n".join(f"    row_{i} = table.fetch(cursor, offset={i}, page_size=batch * {i})" for i in range(14))
+REPO = {
+    "src/units.py": (
+        f"def kelvin_to_celsius(table, cursor, batch):\n{BODY}\n    return row_0\n\n\n"
+        "def parse_rgb(text):\n    return text\n\n\nclass Ledger:\n    def balance(self):\n        return 0\n"
+    ),
+    "src/pages.py": f"def load_pages(table, cursor, batch):\n{BODY}\n    return row_1\n",
+    "docs/notes.md": "# Notes\n\nTemperatures are stored in kelvin; reports show degrees celsius.\n",
+}
+
+
+def _top(db: Database, query: str) -> Hit:
+    hits = db.search(query, k=3, mode="vector", minScore=-1)
+    assert hits, query
+    return hits[0]
+
+
+def test_a_question_naming_a_definition_finds_the_chunk_that_defines_it(tmp_path: Path) -> None:
+    write_tree(tmp_path / "repo", REPO)
+    with semsearch.connect(tmp_path / "data", corpus_root=tmp_path) as db:
+        db.add(tmp_path / "repo")
+        db.index()
+        # The body says nothing of temperatures; its name does, and its words' vector answers.
+        hit = _top(db, "function kelvin to celsius")
+        assert (hit.rel_path, hit.start_line) == ("src/units.py", 1) and hit.cosine > 0.95, hit
+        # Packed with its neighbours in one chunk, a short method is found as well as they are.
+        hit = _top(db, "method balance in ledger")
+        assert hit.rel_path == "src/units.py" and hit.start_line <= 24 <= hit.end_line and hit.cosine > 0.95, hit
+        prose = _top(db, "degrees celsius in reports")  # prose has no definitions: its own cosine only
+        assert prose.rel_path == "docs/notes.md" and prose.cosine < 0.95
+
+
+def test_definition_search_off_scores_chunks_by_their_own_cosine(tmp_path: Path) -> None:
+    write_tree(tmp_path / "repo", REPO)
+    with semsearch.connect(tmp_path / "data", corpus_root=tmp_path) as db:
+        db.add(tmp_path / "repo")
+        db.index()
+        named = _top(db, "function kelvin to celsius")
+    for resident_rows in (0, 20_000):  # LanceDB's answer and the in-memory copy's
+        with semsearch.connect(tmp_path / "data", corpus_root=tmp_path, definition_search=False,
+                               resident_rows=resident_rows) as db:  # fmt: skip
+            if resident_rows:
+                _until_held(db)
+            hit = _top(db, "function kelvin to celsius")
+            assert hit.cosine < 0.95 < named.cosine, (hit, named)
+            hybrid = db.search("function kelvin to celsius", k=3, minScore=-1)  # the BM25 arm's rows too
+            assert all(h.cosine < 0.95 for h in hybrid), hybrid
+
+
+def _until_held(db: Database) -> None:
+    deadline = time.monotonic() + 60
+    while db.status().in_memory is None:
+        assert time.monotonic() < deadline, "the in-memory copy did not load"
+        time.sleep(0.05)
+
+
+def test_an_index_from_before_names_is_upgraded_and_filled_by_the_next_run(tmp_path: Path) -> None:
+    write_tree(tmp_path / "repo", REPO)
+    with semsearch.connect(tmp_path / "data", corpus_root=tmp_path) as db:
+        db.add(tmp_path / "repo")
+        db.index()
+    table = lancedb.connect(str(tmp_path / "data" / "index")).open_table("chunks")
+    table.drop_columns(["names", "name_vectors"])  # as an earlier version wrote it
+    with semsearch.connect(tmp_path / "data", corpus_root=tmp_path) as db:
+        hit = _top(db, "function kelvin to celsius")  # answers as before: the chunk's own cosine
+        assert hit.cosine < 0.95
+        assert db.index(force=True).files_processed == len(REPO)
+        hit = _top(db, "function kelvin to celsius")
+        assert (hit.rel_path, hit.start_line) == ("src/units.py", 1) and hit.cosine > 0.95, hit
+
+
+def test_the_retrieval_page_example_runs_as_written(tmp_path: Path) -> None:
+    page = (ROOT / "docs" / "concepts" / "ranking.md").read_text()
+    (code,) = [textwrap.dedent(m.group(2)) for m in INDENTED_PYTHON.finditer(page)]  # in a list item
+    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    comment = code.strip().splitlines()[-1].split("# ")[-1]  # what the page says it prints
+    assert run.stdout.split() == comment.split(), run.stdout
