@@ -293,7 +293,9 @@ def synthetic_table(env: dict[str, str], source_index: Path, rows: int, folder: 
     texts = table["text"].to_pylist()
     base = np.asarray(table["vector"].to_pylist(), dtype=np.float32)
     names = table["names"].to_pylist()
-    name_vectors = [None if v is None else np.asarray(v, dtype=np.float32) for v in table["name_vectors"].to_pylist()]
+    # Each chunk's search list is its own vector, then its definitions'.
+    lists = table["search_vectors"].to_pylist()
+    name_vectors = [np.asarray(v[1:], dtype=np.float32) if v and len(v) > 1 else None for v in lists]
     rng = np.random.default_rng(7)
     folder.mkdir(parents=True, exist_ok=True)
     add_folder(env, folder, folder.name)

@@ -76,19 +76,28 @@ def _until_held(db: Database) -> None:
         time.sleep(0.05)
 
 
-def test_an_index_from_before_names_is_upgraded_and_filled_by_the_next_run(tmp_path: Path) -> None:
+def test_an_index_from_before_names_is_upgraded_and_filled_by_the_next_runs(tmp_path: Path) -> None:
+    """LanceDB's answers (no in-memory copy): rows written before search lists are searched by their
+    own vector, beside the lists of rows written since, until every file is indexed again."""
     write_tree(tmp_path / "repo", REPO)
     with semsearch.connect(tmp_path / "data", corpus_root=tmp_path) as db:
         db.add(tmp_path / "repo")
         db.index()
     table = lancedb.connect(str(tmp_path / "data" / "index")).open_table("chunks")
-    table.drop_columns(["names", "name_vectors"])  # as an earlier version wrote it
-    with semsearch.connect(tmp_path / "data", corpus_root=tmp_path) as db:
+    table.drop_columns(["names", "search_vectors"])  # as an earlier version wrote it
+    with semsearch.connect(tmp_path / "data", corpus_root=tmp_path, resident_rows=0) as db:
         hit = _top(db, "function kelvin to celsius")  # answers as before: the chunk's own cosine
         assert hit.cosine < 0.95
-        assert db.index(force=True).files_processed == len(REPO)
+        units = tmp_path / "repo" / "src" / "units.py"
+        units.write_text(units.read_text() + "# changed\n")
+        assert db.index().files_processed == 1  # one file with search lists, two without
         hit = _top(db, "function kelvin to celsius")
         assert (hit.rel_path, hit.start_line) == ("src/units.py", 1) and hit.cosine > 0.95, hit
+        assert _top(db, "degrees celsius in reports").rel_path == "docs/notes.md"  # a row without one
+        assert db.index(force=True).files_processed == len(REPO)
+        hit = _top(db, "method balance in ledger")
+        assert hit.rel_path == "src/units.py" and hit.cosine > 0.95, hit
+        assert _top(db, "degrees celsius in reports").rel_path == "docs/notes.md"
 
 
 def test_the_retrieval_page_example_runs_as_written(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ from semsearch.malloc import trim
 
 log = logging.getLogger("semsearch.api")
 
-NAME_VECTORS = "name_vectors"  # the chunks table's column of definitions' vectors (engine/store.py)
+SEARCH_VECTORS = "search_vectors"  # the chunks table's column of definitions' vectors (engine/store.py)
 MASKS_KEPT = 64  # distinct filters remembered per version (a mask is one byte per row)
 COOL_DOWN_MIN_S = 1.0
 COOL_DOWN_LOADS = 4  # a reload waits this many times the last load's duration
@@ -52,7 +52,7 @@ def vector_matrix(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
 
 
 def name_matrices(column: pa.Array | pa.ChunkedArray) -> list[np.ndarray | None]:
-    """A list-of-vectors column (`name_vectors`) as each row's (n, dimension) matrix, or None."""
+    """A list-of-vectors column (`search_vectors`) as each row's (n, dimension) matrix, or None."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
     flat, offsets = _flat_lists(column)
@@ -89,7 +89,7 @@ class Resident:
     rowids: np.ndarray  # the row ids sorted, so a filter's rows map to positions…
     by_rowid: np.ndarray  # …through this: the position of the i-th smallest row id
     positions: dict[str, int]  # chunk id -> position
-    names: np.ndarray | None = None  # code: every chunk's definitions' vectors (`name_vectors`), in order…
+    names: np.ndarray | None = None  # code: every chunk's definitions' vectors (`search_vectors` after its own)…
     name_offsets: np.ndarray | None = None  # …position i's from name_offsets[i] to name_offsets[i + 1]
     name_owner: np.ndarray | None = None  # each name's position
     _masks: OrderedDict[str, np.ndarray | None] = field(default_factory=OrderedDict)
@@ -209,8 +209,8 @@ class ResidentCache:
             self._not_held = (id(table), version)
             self.copy = None  # an old copy is never served again: its version is not current
             return None
-        named = NAME_VECTORS in table.schema.names
-        wanted = [*self.columns, "vector", *([NAME_VECTORS] if named else [])]
+        named = SEARCH_VECTORS in table.schema.names
+        wanted = [*self.columns, "vector", *([SEARCH_VECTORS] if named else [])]
         kept: list[pa.RecordBatch] = []
         parts: list[np.ndarray] = []
         ids: list[np.ndarray] = []
@@ -219,10 +219,13 @@ class ResidentCache:
         # In batches, so the load never holds the whole table twice.
         for batch in table.search().with_row_id(True).select(wanted).limit(None).to_batches(LOAD_BATCH):
             parts.append(np.array(vector_matrix(batch.column("vector")), dtype=np.float32))
-            if named:
-                flat, spans = _flat_lists(batch.column(NAME_VECTORS))
-                names.append(np.array(flat, dtype=np.float32))
-                counts.append(np.diff(spans))
+            if named:  # each list's first vector is the chunk's own, already in the matrix
+                flat, spans = _flat_lists(batch.column(SEARCH_VECTORS))
+                lengths = np.diff(spans)
+                keep = np.ones(len(flat), dtype=bool)
+                keep[spans[:-1][lengths > 0]] = False
+                names.append(np.array(flat[keep], dtype=np.float32))
+                counts.append(np.maximum(lengths - 1, 0))
             ids.append(batch.column("_rowid").to_numpy())
             kept.append(pa.RecordBatch.from_arrays([batch.column(c) for c in self.columns], names=self.columns))
         if table.version != version:

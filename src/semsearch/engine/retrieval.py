@@ -25,7 +25,7 @@ from semsearch.engine.coverage import CoverageCache
 from semsearch.engine.fusion import Candidate, Fused, abstain_message, label, lifecycle_label, params_from, passes, rank
 from semsearch.engine.guard import Guarded, guard
 from semsearch.engine.lexical import query_terms
-from semsearch.engine.store import NAME_VECTORS, ModelMismatch, Store, best_cosines
+from semsearch.engine.store import SEARCH_VECTORS, ModelMismatch, Store, best_cosines
 from semsearch.schemas import ArmHit, Arms, Hit, SearchRequest, SearchResponse
 from semsearch.timing import Timings
 
@@ -151,7 +151,7 @@ def search(
     fusing = time.perf_counter()
 
     rows: dict[str, dict[str, Any]] = {}
-    vectors, names = [row.pop("vector") for row in lexical_rows], [row.pop(NAME_VECTORS) for row in lexical_rows]
+    vectors, names = [row.pop("vector") for row in lexical_rows], [row.pop(SEARCH_VECTORS) for row in lexical_rows]
     cosines = best_cosines(vector, vectors, names if settings.definition_search else [None] * len(names))
     for row, cosine in zip(lexical_rows, cosines, strict=True):
         row["cosine"] = cosine

@@ -40,7 +40,7 @@ from semsearch.engine.filters import HIDDEN_STATUSES, TRUE, sql_in, sql_str
 from semsearch.engine.lexical import lexical_document
 from semsearch.engine.local_copy import CopyState, LocalCopy
 from semsearch.engine.location import IndexLocation, StoreUnavailable, reason
-from semsearch.engine.resident import NAME_VECTORS, Resident, ResidentCache, Stale, name_matrices, vector_matrix
+from semsearch.engine.resident import SEARCH_VECTORS, Resident, ResidentCache, Stale, name_matrices, vector_matrix
 from semsearch.malloc import trim
 from semsearch.schemas import FileChunks, FileStamp, Folder, IndexBatch, ManifestEntry
 
@@ -127,20 +127,22 @@ def chunk_schema(dimension: int) -> pa.Schema:
             # What the model saw before the text (code: path › breadcrumb, a split function's
             # signature), kept so a model switch embeds what a rebuild would. Last: added to older tables.
             pa.field("context", pa.string()),
-            # Code: the definitions starting in the chunk, in words, and each one's vector (null
-            # without any): the vector arm scores a chunk by the best of its own cosine and theirs.
+            # Code: the definitions starting in the chunk, in words (null without any). What the
+            # vector arm searches: the chunk's own vector, then its definitions' — one query scores
+            # a chunk by the best of them (a second one cost ~10 ms at 100k). Null in rows written
+            # before it (the arm then searches `vector` too).
             pa.field("names", pa.list_(pa.string())),
-            pa.field(NAME_VECTORS, pa.list_(pa.list_(pa.float32(), dimension))),
+            pa.field(SEARCH_VECTORS, pa.list_(pa.list_(pa.float32(), dimension))),
         ]
     )
 
 
-# A model's vectors for chunk rows, and for each row its names' (None: it has none).
+# A model's vectors for chunk rows, and for each row its definitions' (None: it has none).
 Embedded = tuple[np.ndarray, list[np.ndarray | None]]
 
 # Columns later versions added at the end of the chunks table: an older table gets them (null) when
 # the writer opens it; an older snapshot's rows are read without them.
-LATER_COLUMNS = ("context", "names", NAME_VECTORS)
+LATER_COLUMNS = ("context", "names", SEARCH_VECTORS)
 
 
 FILE_SCHEMA = pa.schema(
@@ -311,8 +313,8 @@ class Store:
         self.fts_ready = any(i.columns == ["lexical"] for i in indices)
         vector = next((i for i in indices if i.columns == ["vector"]), None)
         self.ann_kind: str | None = None if vector is None else index_kind(vector.index_type)
-        self.names_ann = any(i.columns == [NAME_VECTORS] for i in indices)
-        self.named = self._named_count()
+        self.search_ann = any(i.columns == [SEARCH_VECTORS] for i in indices)
+        self.listed, self.unlisted = self._listed_counts()
         self.facts = self._read_facts()
         self._seen_versions = (self._files.version, self._chunks.version if self._chunks is not None else None)
 
@@ -505,7 +507,7 @@ class Store:
         flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1), pa.float32())
         arrays = {name: rows[name] for name in rows.column_names}
         arrays["vector"] = pa.FixedSizeListArray.from_arrays(flat, dimension)
-        arrays[NAME_VECTORS] = _vector_lists(names, dimension)
+        arrays[SEARCH_VECTORS] = _search_lists(vectors, names, dimension)
         arrays["model_id"] = pa.array([model_id] * rows.num_rows, pa.string())
         table = pa.table([arrays[name].cast(schema.field(name).type) for name in schema.names], schema=schema)
         side.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(table)
@@ -516,9 +518,9 @@ class Store:
         side.optimize(cleanup_older_than=self.retention, delete_unverified=True)
         if side.count_rows() >= ann_min_rows and not any(i.columns == ["vector"] for i in side.list_indices()):
             side.create_index("vector", config=ANN_CONFIG, replace=True)
-        named = side.count_rows(f"{NAME_VECTORS} IS NOT NULL")
-        if named >= ann_min_rows and not any(i.columns == [NAME_VECTORS] for i in side.list_indices()):
-            side.create_index(NAME_VECTORS, config=ANN_CONFIG, replace=True)
+        listed = side.count_rows(f"{SEARCH_VECTORS} IS NOT NULL")
+        if listed >= ann_min_rows and not any(i.columns == [SEARCH_VECTORS] for i in side.list_indices()):
+            side.create_index(SEARCH_VECTORS, config=ANN_CONFIG, replace=True)
         if side.count_rows() and not any(i.columns == ["lexical"] for i in side.list_indices()):
             side.create_index("lexical", config=FTS_CONFIG)
         trim()
@@ -571,7 +573,7 @@ class Store:
             self._claim_model(batch)
             assert self._chunks is not None
             rows = self._chunk_rows(folder, batch)
-            self.named += rows.num_rows - rows[NAME_VECTORS].null_count  # searches ask for them from now on
+            self.listed += rows.num_rows  # (rows it replaced that had none are counted at the next optimize)
             replaced = [f.path for f in batch.upserts] + list(batch.deletes)
             if replaced:
                 gone = f"folder = {sql_str(folder)} AND {sql_in('path', replaced)}"
@@ -594,6 +596,7 @@ class Store:
     def _chunk_rows(self, folder: str, batch: IndexBatch) -> pa.Table:
         columns: dict[str, list[Any]] = {name: [] for name in chunk_schema(batch.dimension).names}
         vectors: list[np.ndarray] = []
+        definitions: list[np.ndarray | None] = []
         for f in batch.upserts:
             vecs = self._vectors(f, batch.dimension)
             vectors.append(vecs)
@@ -624,14 +627,15 @@ class Store:
                 columns["lexical"].append(lexical_document(chunk.text, chunk.heading))
                 columns["context"].append(chunk.context)
                 columns["names"].append(None if named[i] is None else chunk.names)
-                columns[NAME_VECTORS].append(named[i])
+                definitions.append(named[i])
         flat = np.concatenate(vectors).reshape(-1) if vectors else np.empty(0, dtype=np.float32)
         columns.pop("vector")
         schema = chunk_schema(batch.dimension)
-        named_rows = columns.pop(NAME_VECTORS)
+        columns.pop(SEARCH_VECTORS)
         arrays = {name: pa.array(values, type=schema.field(name).type) for name, values in columns.items()}
         arrays["vector"] = pa.FixedSizeListArray.from_arrays(pa.array(flat, pa.float32()), batch.dimension)
-        arrays[NAME_VECTORS] = _vector_lists(named_rows, batch.dimension)
+        matrix = flat.reshape(-1, batch.dimension)
+        arrays[SEARCH_VECTORS] = _search_lists(matrix, definitions, batch.dimension)
         return pa.table([arrays[name] for name in schema.names], schema=schema)
 
     @staticmethod
@@ -763,12 +767,13 @@ class Store:
                 return copy.nearest(vector, limit, where, names)
             except Stale:
                 pass  # written to meanwhile: LanceDB answers
-        if not self.named or not names:
+        search_kind = ANN_KIND if self.search_ann else None
+        if names and self.listed and not self.unlisted:  # one query: its own vector and its definitions'
+            return self._nearest(SEARCH_VECTORS, search_kind, vector, limit, where, ann)
+        if not names or not self.listed:
             return self._nearest("vector", self.ann_kind, vector, limit, where, ann)
-        # Beside the chunks' query (each LanceDB query has a fixed cost of several milliseconds,
-        # and it releases the GIL): 100k chunks, p50 20.8 ms side by side, 27.7 one after the other.
-        names_kind = ANN_KIND if self.names_ann else None
-        named = _NAMES_QUERY.submit(self._nearest, NAME_VECTORS, names_kind, vector, limit, where, ann)
+        # Rows written before search lists (until they are indexed again): both columns, side by side.
+        named = _NAMES_QUERY.submit(self._nearest, SEARCH_VECTORS, search_kind, vector, limit, where, ann)
         rows = self._nearest("vector", self.ann_kind, vector, limit, where, ann)
         # The best `limit` by the better of two cosines are among the best `limit` by each.
         best = {row["id"]: row for row in rows}
@@ -781,7 +786,7 @@ class Store:
         self, column: str, ann_kind: str | None, vector: np.ndarray, limit: int, where: str, ann: AnnQuery
     ) -> list[dict[str, Any]]:
         assert self._chunks is not None
-        # Cosine is set on every query: LanceDB's default metric is L2. Over `name_vectors` (a list of
+        # Cosine is set on every query: LanceDB's default metric is L2. Over `search_vectors` (a list of
         # vectors a row) LanceDB's distance is to the row's nearest one.
         search = self._chunks.search(vector.astype(np.float32), vector_column_name=column)
         query = cast(LanceVectorQueryBuilder, search)
@@ -810,13 +815,13 @@ class Store:
             held = self._lexical_ids(copy, query, limit, where)
             if held is not None:
                 return held
-        named = [NAME_VECTORS] if self.named else []
+        named = [SEARCH_VECTORS] if self.listed else []
         result = self._fts(query, where).select([*RESULT_COLUMNS, "vector", *named]).limit(limit).to_arrow()
         matrix = vector_matrix(result["vector"]) if result.num_rows else None
-        names = name_matrices(result[NAME_VECTORS]) if named else [None] * result.num_rows
+        names = name_matrices(result[SEARCH_VECTORS]) if named else [None] * result.num_rows
         rows = cast(list[dict[str, Any]], result.drop(["vector", *named]).to_pylist())
         for i, row in enumerate(rows):
-            row["vector"], row[NAME_VECTORS] = (matrix[i] if matrix is not None else None), names[i]
+            row["vector"], row[SEARCH_VECTORS] = (matrix[i] if matrix is not None else None), names[i]
             row["bm25"] = float(row.pop("_score"))  # LanceDB's column name stays in here
         return rows
 
@@ -833,7 +838,7 @@ class Store:
             return None
         rows, vectors, names = held
         for row, vector, named, score in zip(rows, vectors, names, found["_score"].to_pylist(), strict=True):
-            row["vector"], row[NAME_VECTORS], row["bm25"] = vector, named, float(score)
+            row["vector"], row[SEARCH_VECTORS], row["bm25"] = vector, named, float(score)
         return rows
 
     @served
@@ -864,11 +869,15 @@ class Store:
     def chunk_count(self) -> int:
         return 0 if self._chunks is None else int(self._chunks.count_rows())
 
-    def _named_count(self) -> int:
-        """Chunks with definitions' vectors (0: none, or a table older than them)."""
-        if self._chunks is None or NAME_VECTORS not in self._chunks.schema.names:
-            return 0
-        return int(self._chunks.count_rows(f"{NAME_VECTORS} IS NOT NULL"))
+    def _listed_counts(self) -> tuple[int, int]:
+        """Chunks with search lists (`search_vectors`), and without (rows from before them)."""
+        if self._chunks is None:
+            return 0, 0
+        total = int(self._chunks.count_rows())  # not chunk_count: this runs inside a swap's exclusive gate
+        if SEARCH_VECTORS not in self._chunks.schema.names:
+            return 0, total
+        listed = int(self._chunks.count_rows(f"{SEARCH_VECTORS} IS NOT NULL"))
+        return listed, total - listed
 
     # --- maintenance ---------------------------------------------------------------
 
@@ -892,11 +901,11 @@ class Store:
                 self.ann_kind = ANN_KIND
                 built.append(ANN_KIND)
                 trim()
-            self.named = self._named_count()
-            if not self.names_ann and self.named >= ann_min_rows:
-                self._chunks.create_index(NAME_VECTORS, config=ANN_CONFIG, replace=True)
-                self.names_ann = True
-                built.append(f"{ANN_KIND} (names)")
+            self.listed, self.unlisted = self._listed_counts()
+            if not self.search_ann and self.listed >= ann_min_rows:
+                self._chunks.create_index(SEARCH_VECTORS, config=ANN_CONFIG, replace=True)
+                self.search_ann = True
+                built.append(f"{ANN_KIND} (search lists)")
                 trim()
             if not self.fts_ready:
                 self._chunks.create_index("lexical", config=FTS_CONFIG)
@@ -1045,8 +1054,8 @@ def build(
     chunks = db.open_table(CHUNKS)
     if chunks.count_rows() >= ann_min_rows:
         chunks.create_index("vector", config=ANN_CONFIG)
-    if chunks.count_rows(f"{NAME_VECTORS} IS NOT NULL") >= ann_min_rows:
-        chunks.create_index(NAME_VECTORS, config=ANN_CONFIG)
+    if chunks.count_rows(f"{SEARCH_VECTORS} IS NOT NULL") >= ann_min_rows:  # not rows of older exports
+        chunks.create_index(SEARCH_VECTORS, config=ANN_CONFIG)
     if chunks.count_rows():
         chunks.create_index("lexical", config=FTS_CONFIG)
     (index_dir / "skipped.json").write_text(json.dumps(skipped, indent=2))
@@ -1072,14 +1081,13 @@ def _replace(table: lancedb.table.Table, rows: pa.Table, gone: str) -> None:
         table.delete(gone)
 
 
-def _vector_lists(rows: list[np.ndarray | None], dimension: int) -> pa.Array:
-    """A list-of-vectors column from each row's (n, dimension) matrix or None, without Python floats."""
-    blocks = [block for block in rows if block is not None]
-    flat = np.concatenate(blocks).reshape(-1) if blocks else np.empty(0, dtype=np.float32)
-    offsets = np.cumsum([0, *(0 if block is None else len(block) for block in rows)], dtype=np.int32)
+def _search_lists(own: np.ndarray, definitions: list[np.ndarray | None], dimension: int) -> pa.Array:
+    """The `search_vectors` column: each row's own vector, then its definitions' (without Python floats)."""
+    blocks = [own[i : i + 1] if d is None else np.vstack([own[i : i + 1], d]) for i, d in enumerate(definitions)]
+    flat = np.concatenate(blocks).astype(np.float32).reshape(-1) if blocks else np.empty(0, dtype=np.float32)
+    offsets = np.cumsum([0, *(len(block) for block in blocks)], dtype=np.int32)
     values = pa.FixedSizeListArray.from_arrays(pa.array(flat, pa.float32()), dimension)
-    mask = pa.array([block is None for block in rows], pa.bool_())
-    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values, mask=mask)
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values)
 
 
 def _name_vectors(f: FileChunks, dimension: int) -> list[np.ndarray | None]:
