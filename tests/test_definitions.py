@@ -4,6 +4,7 @@ cosine and its definitions'. Through the library in one process, with the real m
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 import lancedb
 
 import semsearch
+from semsearch.engine.store import LISTS_COMPLETE
 from semsearch.library import Database
 from semsearch.schemas import Hit
 from tests.corpus import write_tree
@@ -69,6 +71,10 @@ def test_definition_search_off_scores_chunks_by_their_own_cosine(tmp_path: Path)
             assert all(h.cosine < 0.95 for h in hybrid), hybrid
 
 
+def _meta(root: Path) -> dict[str, object]:
+    return dict(json.loads((root / "data" / "index" / "meta.json").read_text()))
+
+
 def _until_held(db: Database) -> None:
     deadline = time.monotonic() + 60
     while db.status().in_memory is None:
@@ -94,7 +100,9 @@ def test_an_index_from_before_names_is_upgraded_and_filled_by_the_next_runs(tmp_
         hit = _top(db, "function kelvin to celsius")
         assert (hit.rel_path, hit.start_line) == ("src/units.py", 1) and hit.cosine > 0.95, hit
         assert _top(db, "degrees celsius in reports").rel_path == "docs/notes.md"  # a row without one
+        assert not _meta(tmp_path).get(LISTS_COMPLETE)  # so both columns are searched
         assert db.index(force=True).files_processed == len(REPO)
+        assert _meta(tmp_path)[LISTS_COMPLETE] is True  # every row has its list: one query from now on
         hit = _top(db, "method balance in ledger")
         assert hit.rel_path == "src/units.py" and hit.cosine > 0.95, hit
         assert _top(db, "degrees celsius in reports").rel_path == "docs/notes.md"

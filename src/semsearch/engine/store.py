@@ -58,8 +58,12 @@ RESULT_COLUMNS = [
 SYMBOL_COLUMNS = ["folder", "path", "name", "kind", "symbol_path", "start_line", "end_line", "signature", "mtime_ns"]
 # Stemmed and stop-worded like a good BM25 baseline; our `lexical` column adds identifier parts.
 FTS_CONFIG = FTS(stem=True, remove_stop_words=True, lower_case=True, ascii_folding=True, max_token_length=60)
-VERSION_RETENTION = timedelta(minutes=5)
-_NAMES_QUERY = ThreadPoolExecutor(4, thread_name_prefix="names")  # readers older than this may hold old versions open
+VERSION_RETENTION = timedelta(minutes=5)  # readers older than this may hold old versions open
+# A table with rows from before search lists: their vectors are searched beside the lists.
+_BESIDE = ThreadPoolExecutor(4, thread_name_prefix="vectors")
+# `meta.json` says so once every row of the answering table has a search list (`search_vectors`):
+# the writer knows, and counting them (a scan: 0.1-0.4 s at 100k) has no place in a replica's search.
+LISTS_COMPLETE = "search_lists_complete"
 
 
 @dataclass(frozen=True)
@@ -303,6 +307,9 @@ class Store:
             have, schema = self._chunks.schema.names, chunk_schema(int(self.meta.get("dimension") or 1))
             if missing := [schema.field(name) for name in LATER_COLUMNS if name not in have]:
                 self._chunks.add_columns(missing)
+                if SEARCH_VECTORS not in have and self.meta.get(LISTS_COMPLETE):  # its rows have none yet
+                    self.meta = {key: value for key, value in self.meta.items() if key != LISTS_COMPLETE}
+                    self.location.write_json("meta.json", self.meta)
         self._side: lancedb.table.Table | None = None
         if self.read_consistency is None:  # the writer: the table a switch replaced, once no replica reads it
             self._drop_retired()
@@ -314,7 +321,8 @@ class Store:
         vector = next((i for i in indices if i.columns == ["vector"]), None)
         self.ann_kind: str | None = None if vector is None else index_kind(vector.index_type)
         self.search_ann = any(i.columns == [SEARCH_VECTORS] for i in indices)
-        self.listed, self.unlisted = self._listed_counts()
+        self.lists = self._chunks is not None and SEARCH_VECTORS in self._chunks.schema.names
+        self.lists_complete = bool(self.meta.get(LISTS_COMPLETE)) and self.lists
         self.facts = self._read_facts()
         self._seen_versions = (self._files.version, self._chunks.version if self._chunks is not None else None)
 
@@ -398,6 +406,7 @@ class Store:
                 "dimension": dimension,
                 "chunker": batch.chunker,
                 "chunking": batch.chunking,
+                LISTS_COMPLETE: True,  # a new table: every row is written with its list
             }
             self.location.write_json("meta.json", self.meta)
         elif (self.model_id, self.meta.get("dimension")) != (model_id, dimension):
@@ -414,6 +423,7 @@ class Store:
             )
         if self._chunks is None:
             self._chunks = self._db.create_table(self.chunks_table, schema=chunk_schema(dimension), exist_ok=True)
+            self.lists, self.lists_complete = True, bool(self.meta.get(LISTS_COMPLETE))
 
     # --- a model switch: the new model's vectors beside the old ---------------------------
 
@@ -518,8 +528,8 @@ class Store:
         side.optimize(cleanup_older_than=self.retention, delete_unverified=True)
         if side.count_rows() >= ann_min_rows and not any(i.columns == ["vector"] for i in side.list_indices()):
             side.create_index("vector", config=ANN_CONFIG, replace=True)
-        listed = side.count_rows(f"{SEARCH_VECTORS} IS NOT NULL")
-        if listed >= ann_min_rows and not any(i.columns == [SEARCH_VECTORS] for i in side.list_indices()):
+        # Every row of the side table has its search list (switch_add).
+        if side.count_rows() >= ann_min_rows and not any(i.columns == [SEARCH_VECTORS] for i in side.list_indices()):
             side.create_index(SEARCH_VECTORS, config=ANN_CONFIG, replace=True)
         if side.count_rows() and not any(i.columns == ["lexical"] for i in side.list_indices()):
             side.create_index("lexical", config=FTS_CONFIG)
@@ -553,6 +563,7 @@ class Store:
                 model_id=record["model_id"],
                 dimension=record["dimension"],
                 chunks_table=record["table"],
+                **{LISTS_COMPLETE: True},  # every row of the side table was written with its list
                 switched_from=self.model_id,
                 switched_at=datetime.now(UTC).isoformat(),
             )
@@ -573,7 +584,6 @@ class Store:
             self._claim_model(batch)
             assert self._chunks is not None
             rows = self._chunk_rows(folder, batch)
-            self.listed += rows.num_rows  # (rows it replaced that had none are counted at the next optimize)
             replaced = [f.path for f in batch.upserts] + list(batch.deletes)
             if replaced:
                 gone = f"folder = {sql_str(folder)} AND {sql_in('path', replaced)}"
@@ -768,12 +778,12 @@ class Store:
             except Stale:
                 pass  # written to meanwhile: LanceDB answers
         search_kind = ANN_KIND if self.search_ann else None
-        if names and self.listed and not self.unlisted:  # one query: its own vector and its definitions'
+        if names and self.lists_complete:  # one query: each chunk's own vector and its definitions'
             return self._nearest(SEARCH_VECTORS, search_kind, vector, limit, where, ann)
-        if not names or not self.listed:
+        if not names or not self.lists:
             return self._nearest("vector", self.ann_kind, vector, limit, where, ann)
         # Rows written before search lists (until they are indexed again): both columns, side by side.
-        named = _NAMES_QUERY.submit(self._nearest, SEARCH_VECTORS, search_kind, vector, limit, where, ann)
+        named = _BESIDE.submit(self._nearest, SEARCH_VECTORS, search_kind, vector, limit, where, ann)
         rows = self._nearest("vector", self.ann_kind, vector, limit, where, ann)
         # The best `limit` by the better of two cosines are among the best `limit` by each.
         best = {row["id"]: row for row in rows}
@@ -806,7 +816,7 @@ class Store:
     @served
     def lexical_search(self, terms: list[str], limit: int, where: str) -> list[dict[str, Any]]:
         """BM25 over the `lexical` column (OR of the terms); each row has `bm25`, and its vector and its
-        names' vectors (or None) for the cosine (`best_cosine`)."""
+        search list (or None) for the cosine (`best_cosines`)."""
         if self._chunks is None or not terms or not self.fts_ready:
             return []
         query = " ".join(terms)
@@ -815,7 +825,7 @@ class Store:
             held = self._lexical_ids(copy, query, limit, where)
             if held is not None:
                 return held
-        named = [SEARCH_VECTORS] if self.listed else []
+        named = [SEARCH_VECTORS] if self.lists else []
         result = self._fts(query, where).select([*RESULT_COLUMNS, "vector", *named]).limit(limit).to_arrow()
         matrix = vector_matrix(result["vector"]) if result.num_rows else None
         names = name_matrices(result[SEARCH_VECTORS]) if named else [None] * result.num_rows
@@ -869,16 +879,6 @@ class Store:
     def chunk_count(self) -> int:
         return 0 if self._chunks is None else int(self._chunks.count_rows())
 
-    def _listed_counts(self) -> tuple[int, int]:
-        """Chunks with search lists (`search_vectors`), and without (rows from before them)."""
-        if self._chunks is None:
-            return 0, 0
-        total = int(self._chunks.count_rows())  # not chunk_count: this runs inside a swap's exclusive gate
-        if SEARCH_VECTORS not in self._chunks.schema.names:
-            return 0, total
-        listed = int(self._chunks.count_rows(f"{SEARCH_VECTORS} IS NOT NULL"))
-        return listed, total - listed
-
     # --- maintenance ---------------------------------------------------------------
 
     def optimize(self, ann_min_rows: int = 20_000) -> dict[str, Any]:
@@ -901,8 +901,11 @@ class Store:
                 self.ann_kind = ANN_KIND
                 built.append(ANN_KIND)
                 trim()
-            self.listed, self.unlisted = self._listed_counts()
-            if not self.search_ann and self.listed >= ann_min_rows:
+            if not self.lists_complete and self._chunks.count_rows(f"{SEARCH_VECTORS} IS NULL") == 0:
+                self.meta = {**self.meta, LISTS_COMPLETE: True}  # the last rows from before them rewritten
+                self.location.write_json("meta.json", self.meta)
+                self.lists_complete = True
+            if not self.search_ann and self.chunk_count() >= ann_min_rows and self.lists_complete:
                 self._chunks.create_index(SEARCH_VECTORS, config=ANN_CONFIG, replace=True)
                 self.search_ann = True
                 built.append(f"{ANN_KIND} (search lists)")
@@ -964,6 +967,7 @@ class Store:
             self.location.delete("skipped.json")
             self.meta = {}
             self._chunks, self._side, self.fts_ready, self.ann_kind = None, None, False, None
+            self.search_ann = self.lists = self.lists_complete = False
             self.generation += 1
             self._files = self._db.create_table(FILES, schema=FILE_SCHEMA)
             self._symbols = self._db.create_table(SYMBOLS, schema=SYMBOL_SCHEMA)
@@ -1054,8 +1058,10 @@ def build(
     chunks = db.open_table(CHUNKS)
     if chunks.count_rows() >= ann_min_rows:
         chunks.create_index("vector", config=ANN_CONFIG)
-    if chunks.count_rows(f"{SEARCH_VECTORS} IS NOT NULL") >= ann_min_rows:  # not rows of older exports
+    complete = chunks.count_rows(f"{SEARCH_VECTORS} IS NULL") == 0  # an older export's rows have none
+    if complete and chunks.count_rows() >= ann_min_rows:
         chunks.create_index(SEARCH_VECTORS, config=ANN_CONFIG)
+    meta = {**meta, LISTS_COMPLETE: complete}
     if chunks.count_rows():
         chunks.create_index("lexical", config=FTS_CONFIG)
     (index_dir / "skipped.json").write_text(json.dumps(skipped, indent=2))
