@@ -39,11 +39,17 @@ def _top(db: Database, query: str) -> Hit:
     return hits[0]
 
 
-def test_a_question_naming_a_definition_finds_the_chunk_that_defines_it(tmp_path: Path) -> None:
+def _indexed(tmp_path: Path) -> Path:
+    """REPO indexed with the shipped settings; returns the data directory."""
     write_tree(tmp_path / "repo", REPO)
     with semsearch.connect(tmp_path / "data", corpus_root=tmp_path) as db:
         db.add(tmp_path / "repo")
         db.index()
+    return tmp_path / "data"
+
+
+def test_a_question_naming_a_definition_finds_the_chunk_that_defines_it(tmp_path: Path) -> None:
+    with semsearch.connect(_indexed(tmp_path), corpus_root=tmp_path) as db:
         # The body says nothing of temperatures; its name does, and its words' vector answers.
         hit = _top(db, "function kelvin to celsius")
         assert (hit.rel_path, hit.start_line) == ("src/units.py", 1) and hit.cosine > 0.95, hit
@@ -55,10 +61,7 @@ def test_a_question_naming_a_definition_finds_the_chunk_that_defines_it(tmp_path
 
 
 def test_definition_search_off_scores_chunks_by_their_own_cosine(tmp_path: Path) -> None:
-    write_tree(tmp_path / "repo", REPO)
-    with semsearch.connect(tmp_path / "data", corpus_root=tmp_path) as db:
-        db.add(tmp_path / "repo")
-        db.index()
+    with semsearch.connect(_indexed(tmp_path), corpus_root=tmp_path) as db:
         named = _top(db, "function kelvin to celsius")
     for resident_rows in (0, 20_000):  # LanceDB's answer and the in-memory copy's
         with semsearch.connect(tmp_path / "data", corpus_root=tmp_path, definition_search=False,
@@ -85,11 +88,7 @@ def _until_held(db: Database) -> None:
 def test_an_index_from_before_names_is_upgraded_and_filled_by_the_next_runs(tmp_path: Path) -> None:
     """LanceDB's answers (no in-memory copy): rows written before search lists are searched by their
     own vector, beside the lists of rows written since, until every file is indexed again."""
-    write_tree(tmp_path / "repo", REPO)
-    with semsearch.connect(tmp_path / "data", corpus_root=tmp_path) as db:
-        db.add(tmp_path / "repo")
-        db.index()
-    table = lancedb.connect(str(tmp_path / "data" / "index")).open_table("chunks")
+    table = lancedb.connect(str(_indexed(tmp_path) / "index")).open_table("chunks")
     table.drop_columns(["names", "search_vectors"])  # as an earlier version wrote it
     with semsearch.connect(tmp_path / "data", corpus_root=tmp_path, resident_rows=0) as db:
         hit = _top(db, "function kelvin to celsius")  # answers as before: the chunk's own cosine
