@@ -7,6 +7,7 @@ the old index must stay whole and the switch resume."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import subprocess
@@ -16,10 +17,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import lancedb
+import numpy as np
 import pytest
 
 import semsearch
 from semsearch.config import Settings
+from semsearch.embedder.client import EmbedderClient
 from semsearch.engine.store import ModelMismatch
 from semsearch.schemas import ModelSwitch
 from tests.corpus import FILES, RETRY_REPO, write_tree
@@ -217,6 +221,7 @@ def test_the_cli_switches_a_running_api_and_its_indexers_writes_still_land(
         assert http.post("/v1/search", json={"query": "retry with backoff"}).json()["modelId"].startswith("e5-style@")
         # The worker still embeds with the old model: the API embeds what it sends with the new one.
         (repo / "docs" / "harbour.md").write_text("# Harbour\n\nThe pilot boards ships at the outer buoy.\n")
+        (repo / "src" / "tides.py").write_text("def tide_table_for(port):\n    return port\n")
         stack.index()
         hits = http.post("/v1/search", json={"query": "where does the pilot board ships", "k": 1}).json()["hits"]
         assert hits[0]["filePath"].endswith("docs/harbour.md")
@@ -224,3 +229,9 @@ def test_the_cli_switches_a_running_api_and_its_indexers_writes_still_land(
         refused = http.post("/v1/model/switch", json={"embedder": new_embedder})
         assert refused.status_code == 409 and "already uses e5-style@" in refused.json()["detail"]
     assert "switch    done:" in stack.cli("status").stdout
+    # Its definitions too: their vectors in the search list are the new model's, not the worker's.
+    meta = json.loads((stack.data_dir / "index" / "meta.json").read_text())
+    table = lancedb.connect(str(stack.data_dir / "index")).open_table(meta["chunks_table"])
+    (row,) = table.search().where("path = 'src/tides.py'").select(["names", "search_vectors"]).to_arrow().to_pylist()
+    expected = EmbedderClient(new_embedder).embed(row["names"])
+    assert np.allclose(np.asarray(row["search_vectors"][1:], dtype=np.float32), expected, atol=1e-4)

@@ -199,7 +199,7 @@ class Engine:
             names = [name for c in f.chunks for name in c.names] if f.name_vectors else []
             named = self.embedder.embed(names) if names else np.empty((0, info.dimension), np.float32)
             # The fields hold the decoded bytes once validated; model_copy does not validate again.
-            update = {"vectors": vectors.astype("<f4").tobytes(), "search_vectors": named.astype("<f4").tobytes()}
+            update = {"vectors": vectors.astype("<f4").tobytes(), "name_vectors": named.astype("<f4").tobytes()}
             upserts.append(f.model_copy(update=update))
         return batch.model_copy(update={"upserts": upserts, "model_id": info.model_id, "dimension": info.dimension})
 

@@ -36,7 +36,7 @@ from semsearch.malloc import trim
 
 log = logging.getLogger("semsearch.api")
 
-SEARCH_VECTORS = "search_vectors"  # the chunks table's column of definitions' vectors (engine/store.py)
+SEARCH_VECTORS = "search_vectors"  # the chunks table's lists: each chunk's own vector, then its definitions' (store.py)
 MASKS_KEPT = 64  # distinct filters remembered per version (a mask is one byte per row)
 COOL_DOWN_MIN_S = 1.0
 COOL_DOWN_LOADS = 4  # a reload waits this many times the last load's duration
