@@ -1107,9 +1107,14 @@ def _name_vectors(f: FileChunks, dimension: int) -> list[np.ndarray | None]:
             f"{f.path}: {vecs.size} floats for {count} chunk names of dimension {dimension} "
             f"(expected {count * dimension}, or none)"
         )
-    matrix = vecs.reshape(count, dimension)
-    ends = np.cumsum([len(chunk.names) for chunk in f.chunks])
-    return [matrix[end - len(c.names) : end] if c.names else None for c, end in zip(f.chunks, ends, strict=True)]
+    return per_row(vecs.reshape(count, dimension), [len(chunk.names) for chunk in f.chunks])
+
+
+def per_row(matrix: np.ndarray, counts: list[int]) -> list[np.ndarray | None]:
+    """Consecutive blocks of `matrix`, `counts[i]` rows for row i (None for none): each chunk's
+    definitions' vectors from one flat embedding of all of them."""
+    ends = np.cumsum(counts)
+    return [matrix[end - n : end] if n else None for n, end in zip(counts, ends, strict=True)]
 
 
 def best_cosines(query: np.ndarray, vectors: list[np.ndarray], names: list[np.ndarray | None]) -> list[float]:

@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from semsearch.config import Settings
 from semsearch.embedder.interface import Embedder
-from semsearch.engine.store import Embedded, Store
+from semsearch.engine.store import Embedded, Store, per_row
 from semsearch.schemas import ModelSwitch
 from semsearch.text import embedded
 
@@ -148,8 +148,7 @@ class SwitchJob:
         if not flat:
             return vectors, [None] * rows.num_rows
         named = np.concatenate([self.target.embed(flat[i : i + step]) for i in range(0, len(flat), step)])
-        ends = np.cumsum([len(row or []) for row in names])
-        return vectors, [named[end - len(row) : end] if row else None for row, end in zip(names, ends, strict=True)]
+        return vectors, per_row(named, [len(row or []) for row in names])
 
 
 def _pages(pending: dict[tuple[str, str], set[str]]) -> Iterator[tuple[str, list[str], set[str]]]:
