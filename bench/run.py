@@ -12,6 +12,7 @@ import json
 import os
 import platform
 import random
+import re
 import shutil
 import statistics
 import subprocess
@@ -212,6 +213,60 @@ def run_index(env: dict[str, str], *args: str) -> tuple[dict[str, Any], float, f
     return summary, seconds, peak
 
 
+def rare_identifiers(root: Path, count: int = 3) -> dict[str, str]:
+    """`count` names defined once in the corpus, spread over its file listing (so one run reaches them
+    early, midway and late): name -> the file that defines it."""
+    listed = [rel for rel in FileList.from_settings(root, Settings()).files() if rel.endswith(".py")]
+    texts = {rel: (root / rel).read_text(errors="replace") for rel in listed}
+    defined = [(rel, m.group(1)) for rel in listed for m in re.finditer(r"^(?:def|class) (\w{8,})", texts[rel], re.M)]
+    rare = [(rel, name) for rel, name in defined if sum(name in text for text in texts.values()) == 1]
+    picked = [rare[round(i * (len(rare) - 1) / max(count - 1, 1))] for i in range(count)]
+    return {name: rel for rel, name in picked}
+
+
+def first_answers(env: dict[str, str], root: Path, every_s: float = 1.0) -> dict[str, Any]:
+    """A cold index of `root` (already added) while a client polls the API: when each of a few rare
+    identifiers is first found (by name, hybrid, in its file) and when the first answer covers every
+    file with every chunk embedded (a full hybrid answer), in seconds from the run's start."""
+    wanted = rare_identifiers(root)
+    found: dict[str, float] = {}
+    samples: list[tuple[float, int, int, int]] = []  # seconds, files, chunks, embedded chunks
+    outcome: dict[str, Any] = {}
+    runner = threading.Thread(
+        target=lambda: outcome.update(zip(("summary", "seconds", "rss"), run_index(env), strict=True))
+    )
+    started = time.perf_counter()
+    runner.start()
+    with httpx.Client(base_url=env["SEMSEARCH_URL"], timeout=60) as http:
+        while runner.is_alive():
+            for name, rel in wanted.items():
+                if name in found:
+                    continue
+                answer = http.post("/v1/search", json={"query": name, "k": 10}).json()
+                if any(hit["relPath"] == rel for hit in answer.get("hits", [])):
+                    found[name] = time.perf_counter() - started
+            answer = http.post("/v1/search", json={"query": "print a table", "k": 1}).json()
+            cover = answer.get("coverage") or {}
+            # An index older than the coverage's chunk counts says only its files: embedded as written.
+            chunks = cover.get("chunks", 0)
+            samples.append((time.perf_counter() - started, cover.get("files", 0), chunks,
+                            cover.get("embeddedChunks", chunks)))  # fmt: skip
+            time.sleep(every_s)
+    runner.join()
+    files = outcome["summary"]["filesProcessed"]
+    full = next((t for t, f, c, e in samples if f >= files and c and e == c), outcome["seconds"])
+    return {
+        "files": files,
+        "chunks": outcome["summary"]["chunksWritten"],
+        "runSeconds": round(outcome["seconds"], 1),
+        "identifiers": {name: round(found.get(name, outcome["seconds"]), 1) for name in wanted},
+        "firstIdentifierSeconds": round(min(found.values(), default=outcome["seconds"]), 1),
+        "allIdentifiersSeconds": round(max(found.values(), default=outcome["seconds"]), 1),
+        "fullHybridSeconds": round(full, 1),
+        "pollEverySeconds": every_s,
+    }
+
+
 def add_folder(env: dict[str, str], path: Path, name: str) -> None:
     httpx.post(f"{env['SEMSEARCH_URL']}/v1/folders", json={"path": str(path), "name": name}).raise_for_status()
 
@@ -400,6 +455,12 @@ def main() -> None:
         "chunksPerSecond": round(rate, 2), "L_around": round(L_around, 2), "ratioToL": round(rate / L_around, 3),
         "indexerPeakRssMb": round(indexer_rss, 1),
     }  # fmt: skip
+
+    console.print("3b. search during a cold index: first answers")
+    api_cold, env_cold = start_api(work / "run" / "first-answers", address, SEMSEARCH_VERSION_RETENTION_S="5")
+    add_folder(env_cold, root, "rich")
+    results["firstAnswers"] = first_answers(env_cold, root)
+    api_cold.stop()
 
     console.print("4. no-op re-index")
     summary, seconds, _ = run_index(env)
@@ -706,6 +767,13 @@ def report() -> None:
             f"{results['coldIndex']['chunksPerSecond']} ({results['coldIndex']['ratioToL']})",
             "≥ 0.85 L",
         ),  # noqa: E501
+        (
+            "cold index: first identifier found / all found / full hybrid answer / run, s",
+            "{firstIdentifierSeconds} / {allIdentifiersSeconds} / {fullHybridSeconds} / {runSeconds}".format(
+                **results["firstAnswers"]
+            ),
+            "seconds after add",
+        ),
         ("no-op re-index s / 1000 files (corpus)", results["noopReindex"]["secondsPer1000Files"], "≤ 0.5"),
         ("no-op re-index s / 1000 files (2,000 files)", results["memory"]["noop2000"]["secondsPer1000Files"], "≤ 0.5"),
         (

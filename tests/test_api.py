@@ -105,10 +105,17 @@ def test_vectors_of_another_model_are_refused(stack: Stack, tmp_path) -> None:  
                 {"path": "a.txt", "mtimeNs": 1, "size": 5, "sha256": "n", "chunks": [named], "vectors": vec,
                  "nameVectors": vec}]},
         )  # fmt: skip
+        lexical_with_vectors = http.post(
+            "/v1/folders/mm/batches",
+            json={"modelId": "all-MiniLM-L6-v2-onnx-int8+int8-matmul", "dimension": 384, "withoutVectors": True,
+                  "upserts": [{"path": "a.txt", "mtimeNs": 1, "size": 5, "sha256": "w",
+                               "chunks": [{"startLine": 1, "endLine": 1, "text": "bye"}], "vectors": vec}]},
+        )  # fmt: skip
         kept = http.post("/v1/search", json={"query": "hello", "folder": ["mm"], "minScore": -1}).json()["hits"]
         http.delete("/v1/folders/mm")
     assert wrong_names.status_code == 400 and "2 chunk names" in wrong_names.json()["detail"]
-    assert [h["text"] for h in kept] == ["hello"]  # the refused batch changed nothing
+    assert lexical_with_vectors.status_code == 400 and "carries no vectors" in lexical_with_vectors.json()["detail"]
+    assert [h["text"] for h in kept] == ["hello"]  # the refused batches changed nothing
     assert refused.status_code == 409
     detail = refused.json()["detail"]
     assert "all-MiniLM-L6-v2-onnx-int8+int8-matmul" in detail and "some-other-model" in detail

@@ -39,6 +39,11 @@ def _top(db: Database, query: str) -> Hit:
     return hits[0]
 
 
+def _cosine(hit: Hit) -> float:
+    assert hit.cosine is not None, hit  # every chunk here is embedded
+    return hit.cosine
+
+
 def _indexed(tmp_path: Path) -> Path:
     """REPO indexed with the shipped settings; returns the data directory."""
     write_tree(tmp_path / "repo", REPO)
@@ -52,12 +57,12 @@ def test_a_question_naming_a_definition_finds_the_chunk_that_defines_it(tmp_path
     with semsearch.connect(_indexed(tmp_path), corpus_root=tmp_path) as db:
         # The body says nothing of temperatures; its name does, and its words' vector answers.
         hit = _top(db, "function kelvin to celsius")
-        assert (hit.rel_path, hit.start_line) == ("src/units.py", 1) and hit.cosine > 0.95, hit
+        assert (hit.rel_path, hit.start_line) == ("src/units.py", 1) and _cosine(hit) > 0.95, hit
         # Packed with its neighbours in one chunk, a short method is found as well as they are.
         hit = _top(db, "method balance in ledger")
-        assert hit.rel_path == "src/units.py" and hit.start_line <= 24 <= hit.end_line and hit.cosine > 0.95, hit
+        assert hit.rel_path == "src/units.py" and hit.start_line <= 24 <= hit.end_line and _cosine(hit) > 0.95, hit
         prose = _top(db, "degrees celsius in reports")  # prose has no definitions: its own cosine only
-        assert prose.rel_path == "docs/notes.md" and prose.cosine < 0.95
+        assert prose.rel_path == "docs/notes.md" and _cosine(prose) < 0.95
 
 
 def test_definition_search_off_scores_chunks_by_their_own_cosine(tmp_path: Path) -> None:
@@ -69,9 +74,9 @@ def test_definition_search_off_scores_chunks_by_their_own_cosine(tmp_path: Path)
             if resident_rows:
                 _until_held(db)
             hit = _top(db, "function kelvin to celsius")
-            assert hit.cosine < 0.95 < named.cosine, (hit, named)
+            assert _cosine(hit) < 0.95 < _cosine(named), (hit, named)
             hybrid = db.search("function kelvin to celsius", k=3, minScore=-1)  # the BM25 arm's rows too
-            assert all(h.cosine < 0.95 for h in hybrid), hybrid
+            assert all(_cosine(h) < 0.95 for h in hybrid), hybrid
 
 
 def _meta(root: Path) -> dict[str, object]:
@@ -92,18 +97,18 @@ def test_an_index_from_before_names_is_upgraded_and_filled_by_the_next_runs(tmp_
     table.drop_columns(["names", "search_vectors"])  # as an earlier version wrote it
     with semsearch.connect(tmp_path / "data", corpus_root=tmp_path, resident_rows=0) as db:
         hit = _top(db, "function kelvin to celsius")  # answers as before: the chunk's own cosine
-        assert hit.cosine < 0.95
+        assert _cosine(hit) < 0.95
         units = tmp_path / "repo" / "src" / "units.py"
         units.write_text(units.read_text() + "# changed\n")
         assert db.index().files_processed == 1  # one file with search lists, two without
         hit = _top(db, "function kelvin to celsius")
-        assert (hit.rel_path, hit.start_line) == ("src/units.py", 1) and hit.cosine > 0.95, hit
+        assert (hit.rel_path, hit.start_line) == ("src/units.py", 1) and _cosine(hit) > 0.95, hit
         assert _top(db, "degrees celsius in reports").rel_path == "docs/notes.md"  # a row without one
         assert not _meta(tmp_path).get(LISTS_COMPLETE)  # so both columns are searched
         assert db.index(force=True).files_processed == len(REPO)
         assert _meta(tmp_path)[LISTS_COMPLETE] is True  # every row has its list: one query from now on
         hit = _top(db, "method balance in ledger")
-        assert hit.rel_path == "src/units.py" and hit.cosine > 0.95, hit
+        assert hit.rel_path == "src/units.py" and _cosine(hit) > 0.95, hit
         assert _top(db, "degrees celsius in reports").rel_path == "docs/notes.md"
 
 

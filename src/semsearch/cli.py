@@ -752,7 +752,7 @@ def search(
         name = f"{hit.folder}/{hit.rel_path}" + (" (stale)" if hit.stale else "")
         if hit.heading and not piped():
             preview = f"[{hit.kind + ' ' if hit.kind else ''}{hit.heading}] {preview}"
-        rows.append([hit.label, f"{hit.cosine:.3f}", name, where, preview])
+        rows.append([hit.label, "–" if hit.cosine is None else f"{hit.cosine:.3f}", name, where, preview])
     if piped():  # the path a script opens, the lines, the score, why
         for hit, row in zip(response.hits, rows, strict=True):
             click.echo("\t".join([hit.file_path, str(hit.start_line), str(hit.end_line), row[1], row[0], row[4]]))

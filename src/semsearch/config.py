@@ -271,6 +271,15 @@ class Settings(BaseSettings):
     )
     index_concurrency: int = Field(2, description="Threads reading and chunking ahead of the embedder.")
     write_batch_files: int = Field(32, description="Files per write to the API: few commits, small fragments.")
+    lexical_first_files: int = Field(
+        64,
+        ge=0,
+        description="A run with at least this many files to embed first writes them all without vectors, so every "
+        "file is found by BM25, symbols and grep within seconds, then embeds them, newest first (what is being "
+        "worked on). Measured (make bench's rich, 83 files cold, beside the one-pass run, 2 runs): three rare "
+        "identifiers found 3.3-3.4 s after the start, against 5-51 s; the run took x1.00-1.04 as long. 0: never; "
+        "below it a run finishes in seconds anyway.",
+    )
 
     # --- API / search ------------------------------------------------------
     hybrid_search: bool = Field(True, description="Vector + BM25 fused; off = vector only.")

@@ -158,6 +158,9 @@ class ManifestEntry(FileStamp):
     model_config = ConfigDict(extra="ignore")  # a response
     path: str  # as stored: a row an older version accepted is listed (and so deleted), not a 500
     chunks: int
+    embedded: bool = Field(
+        True, description="False: its chunks are findable by their words only; a run embeds them next."
+    )
 
 
 class Manifest(Wire):
@@ -244,6 +247,12 @@ class IndexBatch(Request):
     deletes: list[RelPath] = Field(
         default=[], max_length=MAX_BATCH_FILES, description="Relative paths no longer on disk."
     )
+    without_vectors: bool = Field(
+        False,
+        description="The upserts carry no vectors (`vectors` and `nameVectors` empty): their chunks are found by "
+        "BM25, symbols and grep at once, and the manifest says they are not embedded until the same files come "
+        "again with vectors (a cold run's first pass).",
+    )
 
 
 class SkippedIn(Request):
@@ -263,6 +272,10 @@ class Coverage(Wire):
         {}, description="Files the last full pass of each folder left out, by rule (whole folders, not filtered)."
     )
     indexed_at: datetime | None = Field(None, description="When the least recently indexed folder in scope was.")
+    chunks: int = Field(0, description="Chunks of the indexed files in scope.")
+    embedded_chunks: int = Field(
+        0, description="Of those, embedded: the rest are found by their words only until the run embeds them."
+    )
     note: str | None = Field(None, description="One line for a reader, when something in scope is stale or skipped.")
 
 
@@ -471,8 +484,14 @@ class HitSummary(Wire):
     kind: str | None = Field(None, description="Code: what the chunk holds (function, method, class, …).")
     text: str
     score: float = Field(description="Fused rank score (RRF); compare within one answer only.")
-    cosine: float = Field(description="Cosine similarity of query and chunk, comparable across queries.")
-    label: str = Field(description="Why it is here: [semantic 0.71], [both 0.69], [keyword 0.40] or [exact match].")
+    cosine: float | None = Field(
+        description="Cosine similarity of query and chunk, comparable across queries; null while the chunk is not "
+        "embedded yet (found by its words during a cold run)."
+    )
+    label: str = Field(
+        description="Why it is here: [semantic 0.71], [both 0.69], [keyword 0.40], [keyword, not embedded yet] "
+        "or [exact match]."
+    )
     stale: bool = Field(False, description="The file changed on disk after it was indexed.")
     flags: list[str] = Field(
         [], description="Screening: hidden-characters, hidden-instructions (hidden from a reader), instructions."
@@ -494,7 +513,7 @@ class ArmHit(Wire):
     id: str
     folder: str
     rel_path: str
-    cosine: float
+    cosine: float | None = None
     bm25: float | None = None
 
 

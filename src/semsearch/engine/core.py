@@ -192,6 +192,9 @@ class Engine:
             f"{batch.model_id}: the API embeds their chunks again; point them at {self.embedder.address} "
             "(SEMSEARCH_EMBEDDER_ADDR, or SEMSEARCH_MODEL where the model runs in process)"
         )
+        identity = {"model_id": info.model_id, "dimension": info.dimension}
+        if batch.without_vectors:  # nothing embedded yet: the same files come again, embedded here then
+            return batch.model_copy(update=identity)
         upserts = []
         for f in batch.upserts:
             texts = [embedded(c.context, c.text) for c in f.chunks]
@@ -201,7 +204,7 @@ class Engine:
             # The fields hold the decoded bytes once validated; model_copy does not validate again.
             update = {"vectors": vectors.astype("<f4").tobytes(), "name_vectors": named.astype("<f4").tobytes()}
             upserts.append(f.model_copy(update=update))
-        return batch.model_copy(update={"upserts": upserts, "model_id": info.model_id, "dimension": info.dimension})
+        return batch.model_copy(update={"upserts": upserts, **identity})
 
     # --- a switch to another model ------------------------------------------------------
 

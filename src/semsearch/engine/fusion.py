@@ -195,10 +195,14 @@ def lexical_balance(
     return float(2.0 ** max(-bound, min(bound, exponent)))
 
 
-def label(cosine: float, vector_rank: int | None, bm25_rank: int | None, exact: bool, flags: Sequence[str] = ()) -> str:
+def label(
+    cosine: float | None, vector_rank: int | None, bm25_rank: int | None, exact: bool, flags: Sequence[str] = ()
+) -> str:
     """`[both 0.690]`; with screening flags, `[semantic 0.610 ⚠ hidden-instructions]`."""
     if exact:
         why = "exact match"
+    elif cosine is None:  # found by BM25 while its run has not embedded it yet
+        why = "keyword, not embedded yet"
     elif vector_rank is not None and bm25_rank is not None:
         why = f"both {cosine:.3f}"
     elif bm25_rank is not None:
@@ -223,8 +227,11 @@ def is_exact(identifiers: Sequence[str], text: str) -> bool:
     return any(token in text for token in identifiers)
 
 
-def passes(cosine: float, exact: bool, min_score: float) -> bool:
-    return exact or cosine >= min_score
+def passes(cosine: float | None, exact: bool, min_score: float) -> bool:
+    """Relevant enough to show: an exact match, or a cosine at the threshold. A chunk its run has
+    not embedded yet has no cosine to judge: what BM25 found of it is shown (the coverage note says
+    how much of the scope is embedded so far)."""
+    return exact or cosine is None or cosine >= min_score
 
 
 def abstain_message(best: float | None, threshold: float) -> str:

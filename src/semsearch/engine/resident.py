@@ -218,6 +218,10 @@ class ResidentCache:
         counts: list[np.ndarray] = []
         # In batches, so the load never holds the whole table twice.
         for batch in table.search().with_row_id(True).select(wanted).limit(None).to_batches(LOAD_BATCH):
+            if batch.column("vector").null_count:  # a run's lexical pass: LanceDB answers until it is embedded
+                self._not_held = (id(table), version)
+                self.copy = None
+                return None
             parts.append(np.array(vector_matrix(batch.column("vector")), dtype=np.float32))
             if named:  # each list's first vector is the chunk's own, already in the matrix
                 flat, spans = _flat_lists(batch.column(SEARCH_VECTORS))

@@ -177,7 +177,8 @@ def search(
     best: float | None = None
     for f in fused:
         row = rows[f.id]
-        best = row["cosine"] if best is None else max(best, row["cosine"])
+        if row["cosine"] is not None:
+            best = row["cosine"] if best is None else max(best, row["cosine"])
         if in_globs is not None and not in_globs(row["path"]):
             continue
         if not passes(row["cosine"], f.id in exact, min_score):
@@ -237,7 +238,7 @@ def _arm_hit(row: dict[str, Any]) -> ArmHit:
         id=row["id"],
         folder=row["folder"],
         rel_path=row["path"],
-        cosine=round(row["cosine"], 4),
+        cosine=None if row["cosine"] is None else round(row["cosine"], 4),
         bm25=None if bm25 is None else round(float(bm25), 4),
     )
 
@@ -266,7 +267,7 @@ def _hit(row: dict[str, Any], fused: Fused, exact: bool, registered: dict[str, s
         text=row["text"],
         score=round(fused.score, 6),
         boost=None if fused.boost == 1.0 else round(fused.boost, 4),
-        cosine=round(row["cosine"], 4),
+        cosine=None if row["cosine"] is None else round(row["cosine"], 4),
         vector_rank=vector_rank,
         bm25_rank=bm25_rank,
         label=why,
@@ -293,6 +294,12 @@ def _why_empty(
     scope = clauses[0]
     if store.count_where(scope.sql) == 0:
         return f"Nothing indexed in {scope.name}; run `semsearch index`."
+    if store.count_where(f"({scope.sql}) AND vector IS NOT NULL") == 0:
+        return (
+            f"Nothing in {scope.name} is embedded yet, so the vector arm has nothing to search: an indexing run "
+            "embeds it after making every file findable by its words (hybrid and lexical search find them now; "
+            "if no run is going, `semsearch index` finishes it)."
+        )
     for clause in clauses[1:]:
         if store.count_where(f"({scope.sql}) AND ({clause.sql})") == 0:
             return f"No results: the filter {clause.name} matches nothing in the index."

@@ -47,6 +47,7 @@ from semsearch.engine.store import (
     FILE_SCHEMA,
     FILES,
     LATER_COLUMNS,
+    LATER_FILE_COLUMNS,
     SCHEMA_VERSION,
     SYMBOL_SCHEMA,
     SYMBOLS,
@@ -448,10 +449,15 @@ def _meta(manifest: SnapshotManifest) -> dict[str, Any]:
 
 
 def _accepted(schema: pa.Schema) -> list[pa.Schema]:
-    """The member's schema as this version writes it, and as earlier versions did: the chunks
-    without the columns added later (`LATER_COLUMNS`, still imported; read as null)."""
-    later = [name for name in LATER_COLUMNS if name in schema.names]
-    return [pa.schema(list(schema)[: len(schema) - k]) for k in range(len(later) + 1)]
+    """The member's schema as this version writes it, and as earlier versions did: without the
+    columns added later (`LATER_COLUMNS`, `LATER_FILE_COLUMNS`: still imported, read as null), and
+    chunks whose vector could not be null."""
+    later = [name for name in (*LATER_COLUMNS, *LATER_FILE_COLUMNS) if name in schema.names]
+    layouts = [pa.schema(list(schema)[: len(schema) - k]) for k in range(len(later) + 1)]
+    if "vector" in schema.names:  # before a run's lexical pass every chunk had its vector
+        at = schema.get_field_index("vector")
+        layouts += [layout.set(at, layout.field(at).with_nullable(False)) for layout in layouts]
+    return layouts
 
 
 def _rows(table: str, manifest: SnapshotManifest, work: Path, store: Store, kept: list[str]) -> pa.RecordBatchReader:

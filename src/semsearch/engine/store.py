@@ -116,7 +116,8 @@ def chunk_schema(dimension: int) -> pa.Schema:
             pa.field("kind", pa.string()),
             pa.field("flags", pa.list_(pa.string())),  # what screening found (corpus/screening.py)
             pa.field("text", pa.string(), nullable=False),
-            pa.field("vector", pa.list_(pa.float32(), dimension), nullable=False),
+            # Null while the chunk is found by its words only (a cold run's first pass, `withoutVectors`).
+            pa.field("vector", pa.list_(pa.float32(), dimension)),
             pa.field("mtime_ns", pa.int64(), nullable=False),
             pa.field("sha256", pa.string(), nullable=False),
             pa.field("model_id", pa.string(), nullable=False),
@@ -158,8 +159,11 @@ FILE_SCHEMA = pa.schema(
         pa.field("sha256", pa.string(), nullable=False),
         pa.field("chunks", pa.int32(), nullable=False),
         pa.field("indexed_at", pa.timestamp("us", tz="UTC"), nullable=False),
+        pa.field("embedded", pa.bool_()),  # False: its chunks have no vectors yet; null (older rows): they have
     ]
 )
+# Columns later versions added at the end of the files table (null in older rows: embedded).
+LATER_FILE_COLUMNS = ("embedded",)
 
 
 SYMBOL_SCHEMA = pa.schema(
@@ -298,6 +302,8 @@ class Store:
             self._db, names = connect(self.location, self.read_consistency)
         self.resident.drop()
         self._files = self._db.open_table(FILES) if FILES in names else self._db.create_table(FILES, schema=FILE_SCHEMA)
+        if self.read_consistency is None:  # the writer brings older tables up to this version's columns
+            self._upgrade_files()
         self._symbols = (
             self._db.open_table(SYMBOLS) if SYMBOLS in names else self._db.create_table(SYMBOLS, schema=SYMBOL_SCHEMA)
         )
@@ -310,6 +316,8 @@ class Store:
                 if SEARCH_VECTORS not in have and self.meta.get(LISTS_COMPLETE):  # its rows have none yet
                     self.meta = {key: value for key, value in self.meta.items() if key != LISTS_COMPLETE}
                     self.location.write_json("meta.json", self.meta)
+            if not self._chunks.schema.field("vector").nullable:  # written before a run's lexical pass
+                self._chunks.alter_columns(cast(Any, {"path": "vector", "nullable": True}))  # typed as str: str
         self._side: lancedb.table.Table | None = None
         if self.read_consistency is None:  # the writer: the table a switch replaced, once no replica reads it
             self._drop_retired()
@@ -325,6 +333,11 @@ class Store:
         self.lists_complete = bool(self.meta.get(LISTS_COMPLETE)) and self.lists
         self.facts = self._read_facts()
         self._seen_versions = (self._files.version, self._chunks.version if self._chunks is not None else None)
+
+    def _upgrade_files(self) -> None:
+        have = self._files.schema.names
+        if missing := [FILE_SCHEMA.field(name) for name in LATER_FILE_COLUMNS if name not in have]:
+            self._files.add_columns(missing)
 
     def _reopen(self) -> None:
         """The tables again, as the writer or the local copy now has them (a version landed, the
@@ -608,9 +621,13 @@ class Store:
         vectors: list[np.ndarray] = []
         definitions: list[np.ndarray | None] = []
         for f in batch.upserts:
-            vecs = self._vectors(f, batch.dimension)
-            vectors.append(vecs)
-            named = _name_vectors(f, batch.dimension)
+            if batch.without_vectors:
+                if f.vectors or f.name_vectors:
+                    raise InvalidBatch(f"{f.path}: a batch `withoutVectors` carries no vectors; send them without it")
+                named: list[np.ndarray | None] = [None] * len(f.chunks)
+            else:
+                vectors.append(self._vectors(f, batch.dimension))
+                named = _name_vectors(f, batch.dimension)
             mtime_date = datetime.fromtimestamp(f.mtime_ns / 1e9, UTC).date().isoformat()
             for i, chunk in enumerate(f.chunks):
                 columns["id"].append(f"{folder}\x00{f.path}\x00{f.sha256}\x00{i}")
@@ -636,16 +653,21 @@ class Store:
                 columns["date"].append(own.date[:10] if own.date else mtime_date)
                 columns["lexical"].append(lexical_document(chunk.text, chunk.heading))
                 columns["context"].append(chunk.context)
-                columns["names"].append(None if named[i] is None else chunk.names)
+                columns["names"].append(chunk.names if batch.without_vectors or named[i] is not None else None)
                 definitions.append(named[i])
         flat = np.concatenate(vectors).reshape(-1) if vectors else np.empty(0, dtype=np.float32)
         columns.pop("vector")
         schema = chunk_schema(batch.dimension)
         columns.pop(SEARCH_VECTORS)
         arrays = {name: pa.array(values, type=schema.field(name).type) for name, values in columns.items()}
-        arrays["vector"] = pa.FixedSizeListArray.from_arrays(pa.array(flat, pa.float32()), batch.dimension)
-        matrix = flat.reshape(-1, batch.dimension)
-        arrays[SEARCH_VECTORS] = _search_lists(matrix, definitions, batch.dimension)
+        if batch.without_vectors:  # found by their words until the same files come with vectors
+            rows = len(columns["id"])
+            arrays["vector"] = pa.nulls(rows, schema.field("vector").type)
+            arrays[SEARCH_VECTORS] = pa.nulls(rows, schema.field(SEARCH_VECTORS).type)
+        else:
+            arrays["vector"] = pa.FixedSizeListArray.from_arrays(pa.array(flat, pa.float32()), batch.dimension)
+            matrix = flat.reshape(-1, batch.dimension)
+            arrays[SEARCH_VECTORS] = _search_lists(matrix, definitions, batch.dimension)
         return pa.table([arrays[name] for name in schema.names], schema=schema)
 
     @staticmethod
@@ -660,20 +682,25 @@ class Store:
 
     def _write_manifest(self, folder: str, batch: IndexBatch) -> None:
         now = datetime.now(UTC)
-        stamps: list[tuple[FileStamp, int]] = [(f, len(f.chunks)) for f in batch.upserts]
+        embedded = not batch.without_vectors
+        stamps: list[tuple[FileStamp, int, bool]] = [(f, len(f.chunks), embedded) for f in batch.upserts]
         touched = {t.path for t in batch.touches}
         if touched:
-            current = {e.path: e.chunks for e in self.manifest(folder, paths=sorted(touched))}
-            stamps += [(t, current.get(t.path, 0)) for t in batch.touches]
+            current = {e.path: e for e in self.manifest(folder, paths=sorted(touched))}
+            stamps += [
+                (t, e.chunks, e.embedded) if (e := current.get(t.path)) is not None else (t, 0, True)
+                for t in batch.touches
+            ]
         rows = pa.table(
             {
                 "folder": [folder] * len(stamps),
-                "path": [s.path for s, _ in stamps],
-                "mtime_ns": [s.mtime_ns for s, _ in stamps],
-                "size": [s.size for s, _ in stamps],
-                "sha256": [s.sha256 for s, _ in stamps],
-                "chunks": [n for _, n in stamps],
+                "path": [s.path for s, _, _ in stamps],
+                "mtime_ns": [s.mtime_ns for s, _, _ in stamps],
+                "size": [s.size for s, _, _ in stamps],
+                "sha256": [s.sha256 for s, _, _ in stamps],
+                "chunks": [n for _, n, _ in stamps],
                 "indexed_at": [now] * len(stamps),
+                "embedded": [e for _, _, e in stamps],
             },
             schema=FILE_SCHEMA,
         )
@@ -729,10 +756,19 @@ class Store:
         table = self._files.search().where(where).limit(None).to_arrow()
         return [
             ManifestEntry(
-                path=r["path"], mtime_ns=r["mtime_ns"], size=r["size"], sha256=r["sha256"], chunks=r["chunks"]
+                path=r["path"],
+                mtime_ns=r["mtime_ns"],
+                size=r["size"],
+                sha256=r["sha256"],
+                chunks=r["chunks"],
+                embedded=r.get("embedded") is not False,  # null: a row from before lexical passes
             )
-            for r in table.select(["path", "mtime_ns", "size", "sha256", "chunks"]).to_pylist()
+            for r in table.to_pylist()
         ]
+
+    def manifest_version(self) -> int:
+        """The files table's version: it moves with every write (answers derived from it are then old)."""
+        return int(self._files.version)
 
     @served
     def flagged(self, folder: str, path: str) -> list[dict[str, Any]]:
@@ -827,11 +863,11 @@ class Store:
                 return held
         named = [SEARCH_VECTORS] if self.lists else []
         result = self._fts(query, where).select([*RESULT_COLUMNS, "vector", *named]).limit(limit).to_arrow()
-        matrix = vector_matrix(result["vector"]) if result.num_rows else None
+        vectors = optional_vectors(result["vector"])
         names = name_matrices(result[SEARCH_VECTORS]) if named else [None] * result.num_rows
         rows = cast(list[dict[str, Any]], result.drop(["vector", *named]).to_pylist())
         for i, row in enumerate(rows):
-            row["vector"], row[SEARCH_VECTORS] = (matrix[i] if matrix is not None else None), names[i]
+            row["vector"], row[SEARCH_VECTORS] = vectors[i], names[i]
             row["bm25"] = float(row.pop("_score"))  # LanceDB's column name stays in here
         return rows
 
@@ -894,18 +930,23 @@ class Store:
             self._compact()
             trim()  # what the compaction freed, before the index builds need it
             built: list[str] = []
-            if self.ann_kind != ANN_KIND and self.chunk_count() >= ann_min_rows:
+            # Only embedded rows train and fill a vector index (a cold run's first pass has none yet).
+            embedded = self._chunks.count_rows("vector IS NOT NULL")
+            if self.ann_kind != ANN_KIND and embedded >= ann_min_rows:
                 # Built once, or rebuilt once over an index of another kind (an earlier version's).
                 # Before the BM25 index, whose leftovers would otherwise sit under its peak.
                 self._chunks.create_index("vector", config=ANN_CONFIG, replace=True)
                 self.ann_kind = ANN_KIND
                 built.append(ANN_KIND)
                 trim()
-            if not self.lists_complete and self._chunks.count_rows(f"{SEARCH_VECTORS} IS NULL") == 0:
+            if (
+                not self.lists_complete
+                and self._chunks.count_rows(f"{SEARCH_VECTORS} IS NULL AND vector IS NOT NULL") == 0
+            ):
                 self.meta = {**self.meta, LISTS_COMPLETE: True}  # the last rows from before them rewritten
                 self.location.write_json("meta.json", self.meta)
                 self.lists_complete = True
-            if not self.search_ann and self.chunk_count() >= ann_min_rows and self.lists_complete:
+            if not self.search_ann and embedded >= ann_min_rows and self.lists_complete:
                 self._chunks.create_index(SEARCH_VECTORS, config=ANN_CONFIG, replace=True)
                 self.search_ann = True
                 built.append(f"{ANN_KIND} (search lists)")
@@ -944,7 +985,8 @@ class Store:
         if folders is not None:
             if self._chunks is None or not folders:
                 return np.empty((0, 0), dtype=np.float32)
-            rows = self._chunks.search().where(sql_in("folder", folders)).select(["vector"]).limit(4 * n).to_arrow()
+            where = f"{sql_in('folder', folders)} AND vector IS NOT NULL"
+            rows = self._chunks.search().where(where).select(["vector"]).limit(4 * n).to_arrow()
             vectors = np.asarray(rows["vector"].to_pylist(), dtype=np.float32)
             picked = np.random.default_rng(seed).permutation(len(vectors))[:n]
             return vectors[np.sort(picked)] if len(vectors) else vectors
@@ -954,7 +996,7 @@ class Store:
         rng = np.random.default_rng(seed)
         offsets = sorted(int(o) for o in rng.choice(total, size=min(n, total), replace=False))
         table = self._chunks.take_offsets(offsets).select(["vector"]).to_arrow()
-        return np.asarray(table["vector"].to_pylist(), dtype=np.float32)
+        return np.asarray([v for v in table["vector"].to_pylist() if v is not None], dtype=np.float32)
 
     def reset(self) -> None:
         """Forget everything: used by `semsearch index --rebuild` (new model, new chunking)."""
@@ -1056,10 +1098,12 @@ def build(
     for name, schema in schemas.items():
         db.create_table(name, data=tables[name], schema=schema)
     chunks = db.open_table(CHUNKS)
-    if chunks.count_rows() >= ann_min_rows:
+    embedded = chunks.count_rows("vector IS NOT NULL")  # an export made mid-run holds rows without yet
+    if embedded >= ann_min_rows:
         chunks.create_index("vector", config=ANN_CONFIG)
-    complete = chunks.count_rows(f"{SEARCH_VECTORS} IS NULL") == 0  # an older export's rows have none
-    if complete and chunks.count_rows() >= ann_min_rows:
+    # An older export's rows have no lists.
+    complete = chunks.count_rows(f"{SEARCH_VECTORS} IS NULL AND vector IS NOT NULL") == 0
+    if complete and embedded >= ann_min_rows:
         chunks.create_index(SEARCH_VECTORS, config=ANN_CONFIG)
     meta = {**meta, LISTS_COMPLETE: complete}
     if chunks.count_rows():
@@ -1081,7 +1125,7 @@ def _replace(table: lancedb.table.Table, rows: pa.Table, gone: str) -> None:
             .when_matched_update_all()
             .when_not_matched_insert_all()
             .when_not_matched_by_source_delete(gone)
-            .execute(rows)
+            .execute(rows, on_bad_vectors="null")  # a chunk without its vector yet is a null, not a bad vector
         )
     else:
         table.delete(gone)
@@ -1117,19 +1161,42 @@ def per_row(matrix: np.ndarray, counts: list[int]) -> list[np.ndarray | None]:
     return [matrix[end - n : end] if n else None for n, end in zip(counts, ends, strict=True)]
 
 
-def best_cosines(query: np.ndarray, vectors: list[np.ndarray], names: list[np.ndarray | None]) -> list[float]:
-    """Chunks' cosines to a query as the vector arm scores them: the best of each one's own vector's
-    and its names' (stored vectors are unit length, so each is a dot product), in two products."""
-    if not vectors:
+def optional_vectors(column: pa.Array | pa.ChunkedArray) -> list[np.ndarray | None]:
+    """A vector column's rows, None where a chunk has no vector yet."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if not len(column):
         return []
-    best = np.stack(vectors).astype(np.float32, copy=False) @ query
-    named = [i for i, block in enumerate(names) if block is not None and len(block)]
+    if not column.null_count:
+        return list(vector_matrix(column))
+    valid = column.is_valid().to_numpy(zero_copy_only=False)
+    if not valid.any():
+        return [None] * len(column)
+    matrix = iter(vector_matrix(column.filter(pa.array(valid))))
+    return [next(matrix) if ok else None for ok in valid]
+
+
+def best_cosines(
+    query: np.ndarray, vectors: list[np.ndarray | None], names: list[np.ndarray | None]
+) -> list[float | None]:
+    """Chunks' cosines to a query as the vector arm scores them: the best of each one's own vector's
+    and its names' (stored vectors are unit length, so each is a dot product), in two products.
+    None for a chunk not embedded yet."""
+    held = [(i, v) for i, v in enumerate(vectors) if v is not None]
+    present = [i for i, _ in held]
+    cosines: list[float | None] = [None] * len(vectors)
+    if not present:
+        return cosines
+    best = np.stack([v for _, v in held]).astype(np.float32, copy=False) @ query
+    named = [j for j, i in enumerate(present) if (block := names[i]) is not None and len(block)]
     if named:
-        blocks = [names[i] for i in named]
+        blocks = [names[present[j]] for j in named]
         scores = np.concatenate(blocks) @ query  # type: ignore[arg-type]
         starts = np.cumsum([0, *(len(block) for block in blocks[:-1])])  # type: ignore[arg-type]
         best[named] = np.maximum(best[named], np.maximum.reduceat(scores, starts))
-    return [float(c) for c in best]
+    for j, i in enumerate(present):
+        cosines[i] = float(best[j])
+    return cosines
 
 
 def _symbol_rows(folder: str, batch: IndexBatch) -> pa.Table:

@@ -138,6 +138,16 @@ class _Writer:
 UNINDEXABLE_LISTED = frozenset({"corrupt", "encrypted", "unreadable", "failed", "front-matter"})
 
 
+def _newest_first(root: Path, paths: list[str]) -> list[str]:
+    def mtime(rel: str) -> int:
+        try:
+            return os.lstat(root / rel).st_mtime_ns
+        except OSError:
+            return 0
+
+    return sorted(paths, key=mtime, reverse=True)
+
+
 def ordered_map(fn: Callable[[T], R], items: Iterable[T], workers: int) -> Iterator[R]:
     """`map` on a thread pool that keeps at most 2 x workers items in flight (bounded memory)."""
     if workers <= 1:
@@ -264,6 +274,9 @@ class Indexer:
                 todo.append(rel)
         if max_files is not None and len(todo) > max_files:
             todo, summary.truncated = todo[:max_files], True
+        if self.settings.lexical_first_files and len(todo) >= self.settings.lexical_first_files:
+            self._lexical_pass(folder.name, root, todo, manifest, lease)
+            todo = _newest_first(root, todo)  # what is being worked on is embedded first
 
         self.out.start_folder(folder.name, len(todo))
         started, done = time.perf_counter(), 0
@@ -285,7 +298,7 @@ class Indexer:
                     self.out.file("skipped", rel, f"{prepared.reason}: {prepared}")
                     continue
                 known = manifest.get(rel)
-                if known is not None and not force and known.sha256 == prepared.stamp.sha256:
+                if known is not None and not force and known.embedded and known.sha256 == prepared.stamp.sha256:
                     pending.touches.append(prepared.stamp)
                     summary.skip("unchanged")
                 else:
@@ -320,9 +333,75 @@ class Indexer:
             for rel in part:
                 self.out.file("✗ deleted", rel)
 
+    def _lexical_pass(
+        self, folder: str, root: Path, todo: list[str], manifest: dict[str, ManifestEntry], lease: str
+    ) -> None:
+        """Every file to embed written first without vectors (reading and chunking need no model), so
+        BM25, symbols and grep find all of them within seconds of a cold start; the run then embeds them
+        and writes each again with its vectors. The manifest marks them not embedded meanwhile, so a run
+        that stops between the two passes is finished by the next one."""
+        started, files, chunks = time.perf_counter(), 0, 0
+        writer = _Writer(self.api, folder, Summary())  # counted once, by the pass that embeds
+        pending: list[FileChunks] = []
+        try:
+            for rel, prepared in zip(
+                todo, ordered_map(lambda r: self._prepare(root, r), todo, self.concurrency), strict=True
+            ):
+                if isinstance(prepared, Unindexable):
+                    continue  # the embedding pass reports it
+                known = manifest.get(rel)
+                if known is not None and known.embedded and known.sha256 == prepared.stamp.sha256:
+                    continue  # the same text (a new mtime, or --force): its vectors stand until it is embedded again
+                pending.append(self._file_chunks(prepared, None, None))
+                files, chunks = files + 1, chunks + len(prepared.chunks)
+                if len(pending) >= self.settings.write_batch_files:
+                    writer.submit(self._batch(lease, pending, without_vectors=True))
+                    pending = []
+            if pending:
+                writer.submit(self._batch(lease, pending, without_vectors=True))
+            writer.drain()
+        finally:
+            writer.close()
+        if files:
+            self.api.optimize()  # a new index's full-text index, built over them now
+            self.out.line(
+                f"  {files:,} files ({chunks:,} chunks) findable by their words after "
+                f"{time.perf_counter() - started:.1f} s; embedding them now, newest first"
+            )
+
+    @staticmethod
+    def _file_chunks(p: Prepared, vectors: np.ndarray | None, names: np.ndarray | None) -> FileChunks:
+        # Base64Bytes validates base64 text, so the packed floats are encoded here.
+        return FileChunks(
+            **p.stamp.model_dump(),
+            chunks=p.chunks,
+            meta=p.meta,
+            vectors=base64.b64encode(b"" if vectors is None else vectors.astype("<f4").tobytes()),
+            name_vectors=base64.b64encode(b"" if names is None else names.astype("<f4").tobytes()),
+            symbols=p.symbols,
+        )
+
+    def _batch(
+        self,
+        lease: str,
+        upserts: list[FileChunks],
+        touches: list[FileStamp] | None = None,
+        without_vectors: bool = False,
+    ) -> IndexBatch:
+        return IndexBatch(
+            lease=lease,
+            chunking=self.chunking,
+            chunker=self.chunker,
+            model_id=self.model_id,
+            dimension=self.dimension,
+            upserts=upserts,
+            touches=touches or [],
+            without_vectors=without_vectors,
+        )
+
     @staticmethod
     def _unchanged(root: Path, rel: str, known: ManifestEntry | None) -> bool:
-        if known is None:
+        if known is None or not known.embedded:  # a run stopped before it embedded this file
             return False
         try:
             st = os.lstat(root / rel)
@@ -418,30 +497,11 @@ class Indexer:
         upserts, offset = [], 0
         for p in pending.upserts:
             n, named = len(p.chunks), sum(len(c.names) for c in p.chunks)
-            block = b"" if vectors is None else vectors[offset : offset + n].astype("<f4").tobytes()
-            names = b"" if vectors is None else vectors[offset + n : offset + n + named].astype("<f4").tobytes()
+            block = None if vectors is None else vectors[offset : offset + n]
+            names = None if vectors is None else vectors[offset + n : offset + n + named]
             offset += n + named
-            # Base64Bytes validates base64 text, so the packed floats are encoded here.
-            upserts.append(
-                FileChunks(
-                    **p.stamp.model_dump(),
-                    chunks=p.chunks,
-                    meta=p.meta,
-                    vectors=base64.b64encode(block),
-                    name_vectors=base64.b64encode(names),
-                    symbols=p.symbols,
-                )
-            )
-        batch = IndexBatch(
-            lease=lease,
-            chunking=self.chunking,
-            chunker=self.chunker,
-            model_id=self.model_id,
-            dimension=self.dimension,
-            upserts=upserts,
-            touches=pending.touches,
-        )
-        writer.submit(batch)
+            upserts.append(self._file_chunks(p, block, names))
+        writer.submit(self._batch(lease, upserts, pending.touches))
 
     # --- dry run -----------------------------------------------------------------------
 

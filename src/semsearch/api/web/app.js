@@ -198,7 +198,7 @@ function hitView(hit, terms) {
     el(
       "div",
       { class: "hit-head" },
-      el("span", { class: labelClass(hit.label), text: hit.label, title: `cosine ${hit.cosine.toFixed(3)}` }),
+      el("span", { class: labelClass(hit.label), text: hit.label, title: hit.cosine === null ? "not embedded yet" : `cosine ${hit.cosine.toFixed(3)}` }),
       el("button", { type: "button", class: "link hit-file", text: `${hit.folder}/${hit.relPath}`, title: hit.filePath,
         onclick: () => openChunk(hit, terms) }),
       el("span", { class: "where", text: where }),
