@@ -383,7 +383,8 @@ def test_a_compression_bomb_member_is_refused(tmp_path: Path, monkeypatch: pytes
     rows = 5_000
     table = pa.table({"folder": ["ok"] * rows, "path": ["p" * 4_000] * rows, "mtime_ns": [0] * rows,
                       "size": [0] * rows, "sha256": ["0"] * rows, "chunks": pa.array([0] * rows, pa.int32()),
-                      "indexed_at": pa.array([0] * rows, pa.timestamp("us", tz="UTC"))}).cast(FILE_SCHEMA)  # fmt: skip
+                      "indexed_at": pa.array([0] * rows, pa.timestamp("us", tz="UTC")),
+                      "embedded": [True] * rows}).cast(FILE_SCHEMA)  # fmt: skip
     options = pa.ipc.IpcWriteOptions(compression="zstd")
     schemas = {"chunks.arrow": chunk_schema(384), "symbols.arrow": SYMBOL_SCHEMA, "files.arrow": FILE_SCHEMA}
     for member, schema in schemas.items():

@@ -32,7 +32,7 @@ NOT_GAPS = frozenset({"unchanged", "skipped-dir"})
 @dataclass(frozen=True)
 class _FolderState:
     at: float
-    version: int  # of the manifest it was read from: a write makes it old at once
+    version: int  # the store's manifest epoch it was read at: a write makes it old at once
     paths: dict[str, bool]  # relative path -> stale (for the checked ones)
     files: int
     skipped: dict[str, int]
@@ -78,7 +78,7 @@ class CoverageCache:
 
     def _state(self, store: Store, folder: RegisteredFolder) -> _FolderState:
         key = (folder.name, folder.path)
-        now, version = time.monotonic(), store.manifest_version()
+        now, version = time.monotonic(), store.manifest_epoch
         with self._lock:
             cached = self._folders.get(key)
             if cached is not None and cached.version == version and now - cached.at < COVERAGE_REUSE_S:

@@ -280,6 +280,9 @@ class Store:
         self.housekeeping_every = housekeeping_every
         self._writes = 0
         self.resident = ResidentCache(resident_rows, RESULT_COLUMNS)
+        # Moves with every write to the manifest this process makes or sees (what coverage caches
+        # is then old); a counter, as reading the table's version costs a search ~0.2 ms.
+        self.manifest_epoch = 0
         self._open()
         if local_copy is not None:
             local_copy.start(self._reopen)
@@ -332,6 +335,7 @@ class Store:
         self.lists = self._chunks is not None and SEARCH_VECTORS in self._chunks.schema.names
         self.lists_complete = bool(self.meta.get(LISTS_COMPLETE)) and self.lists
         self.facts = self._read_facts()
+        self.manifest_epoch += 1
         self._seen_versions = (self._files.version, self._chunks.version if self._chunks is not None else None)
 
     def _upgrade_files(self) -> None:
@@ -610,6 +614,7 @@ class Store:
                 hidden=any(f.meta.status in HIDDEN_STATUSES for f in batch.upserts),
             )
             self._writes += 1
+            self.manifest_epoch += 1
             if self._writes % self.housekeeping_every == 0:
                 # Many small writes (watch mode, single-file runs) must not grow versions and
                 # fragments without bound, even if no run ever ends with an optimize.
@@ -742,6 +747,7 @@ class Store:
             self._symbols.delete(f"folder = {sql_str(folder)}")
             self._files.delete(f"folder = {sql_str(folder)}")
             self.facts = self.facts.without_folder(folder)
+            self.manifest_epoch += 1
             known = self.skipped()
             if known.pop(folder, None) is not None:
                 self._write_skipped(known)
@@ -765,10 +771,6 @@ class Store:
             )
             for r in table.to_pylist()
         ]
-
-    def manifest_version(self) -> int:
-        """The files table's version: it moves with every write (answers derived from it are then old)."""
-        return int(self._files.version)
 
     @served
     def flagged(self, folder: str, path: str) -> list[dict[str, Any]]:
@@ -862,10 +864,15 @@ class Store:
             if held is not None:
                 return held
         named = [SEARCH_VECTORS] if self.lists else []
-        result = self._fts(query, where).select([*RESULT_COLUMNS, "vector", *named]).limit(limit).to_arrow()
-        vectors = optional_vectors(result["vector"])
+        # Once every embedded row has its list, a list's first vector is the row's own: read once.
+        own = [] if self.lists_complete else ["vector"]
+        result = self._fts(query, where).select([*RESULT_COLUMNS, *own, *named]).limit(limit).to_arrow()
         names = name_matrices(result[SEARCH_VECTORS]) if named else [None] * result.num_rows
-        rows = cast(list[dict[str, Any]], result.drop(["vector", *named]).to_pylist())
+        if own:
+            vectors = optional_vectors(result["vector"])
+        else:
+            vectors = [None if block is None else block[0] for block in names]
+        rows = cast(list[dict[str, Any]], result.drop([*own, *named]).to_pylist())
         for i, row in enumerate(rows):
             row["vector"], row[SEARCH_VECTORS] = vectors[i], names[i]
             row["bm25"] = float(row.pop("_score"))  # LanceDB's column name stays in here
@@ -1014,6 +1021,7 @@ class Store:
             self._files = self._db.create_table(FILES, schema=FILE_SCHEMA)
             self._symbols = self._db.create_table(SYMBOLS, schema=SYMBOL_SCHEMA)
             self.facts = IndexFacts()
+            self.manifest_epoch += 1
             self.resident.drop()
 
     # --- snapshots -------------------------------------------------------------------
