@@ -414,6 +414,39 @@ def test_watch_mode_follows_create_modify_delete(stack: Stack, watcher: Path) ->
     wait_for(lambda: "sub/old.md" not in manifest(stack, "watched"))
 
 
+def test_a_file_edited_during_a_long_run_is_embedded_next(stack: Stack, tmp_path: Path) -> None:
+    """Watch mode over a folder big enough to go lexical first: the file edited while the run embeds
+    (the oldest, so the last in its newest-first order) is embedded with its new text in the next
+    batches, while most of the folder still waits."""
+    folder = tmp_path / "long"
+    folder.mkdir()
+    paragraph = " ".join(f"word{i} of the sample text about topic {i % 13}" for i in range(30))
+    for i in range(120):
+        page = folder / f"f{i:03d}.md"
+        page.write_text(f"# Page {i}\n\n{paragraph}\n\n{paragraph.upper()}\n")
+        os.utime(page, ns=(1_700_000_000_000_000_000 + i * 10**9,) * 2)  # f000 the oldest
+    stack.cli("add", str(folder))
+    proc = subprocess.Popen([SEMSEARCH, "index", str(folder), "--watch"], env=stack.env, stdout=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: len(manifest(stack, "long")) == 120, timeout=60)  # the lexical pass
+        (folder / "f000.md").write_text("# Page 0\n\nRewritten: notes about ospreys nesting on pylons.\n")
+        deadline = time.monotonic() + 120
+        while True:
+            files = manifest(stack, "long")
+            edited = files["f000.md"]
+            if edited["embedded"] and edited["size"] == (folder / "f000.md").stat().st_size:
+                break
+            assert time.monotonic() < deadline, "the edited file was not embedded"
+            time.sleep(0.05)
+        waiting = sum(not f["embedded"] for f in files.values())
+        assert waiting >= 40, f"only {waiting} of 120 files were still waiting"  # it did not wait its turn
+        wait_for(lambda: all(f["embedded"] for f in manifest(stack, "long").values()), timeout=180)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+        stack.cli("remove", "long", "--yes")
+
+
 def test_index_output_is_plain_lines_without_a_terminal(stack: Stack, repo: Path, first_run: dict) -> None:
     result = stack.cli("index", str(repo))
     lines = result.stdout.strip().splitlines()

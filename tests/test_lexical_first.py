@@ -5,6 +5,7 @@ injected fault (the only stand-in here), which is also what a run stopped betwee
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any, cast
@@ -155,3 +156,32 @@ def test_rest_mcp_and_the_cli_say_what_is_not_embedded_yet(tmp_path: Path, embed
         assert "not embedded yet" in cli.stdout and "semantic: 0 of" in cli.stdout + cli.stderr, cli.stdout
     finally:
         api.stop()
+
+
+def test_files_touched_during_a_run_are_embedded_before_the_rest(tmp_path: Path) -> None:
+    """The embedding pass goes newest first, and a file touched meanwhile (a watcher's event,
+    `Indexer.urgent`) goes next: here the oldest, which would have been last."""
+    pages = {f"p{i}.md": f"# Page {i}\n\nNotes number {i} about birds.\n" for i in range(5)}
+    write_tree(tmp_path / "repo", pages)
+    for i in range(5):  # p0 the oldest, p4 the newest
+        os.utime(tmp_path / "repo" / f"p{i}.md", ns=(1_700_000_000_000_000_000 + i * 10**9,) * 2)
+    settings = Settings(data_dir=tmp_path / "data", corpus_root=tmp_path, lexical_first_files=2, write_batch_files=1)
+    with semsearch.connect(settings.data_dir, corpus_root=tmp_path) as db:
+        db.add(tmp_path / "repo")
+    engine = Engine(settings, LocalEmbedder.from_settings(settings))
+    asked: list[str] = []
+
+    def urgent(folder: str) -> set[str]:
+        asked.append(folder)
+        return {"p0.md"} if len(asked) == 1 else set()
+
+    try:
+        indexer = Indexer(settings, engine, engine.embedder, Reporter(interactive=False, echo=False), concurrency=1)
+        indexer.urgent = urgent
+        assert indexer.run(engine.folders()).files_processed == 5
+    finally:
+        engine.close()
+    files = lancedb.connect(str(settings.data_dir / "index")).open_table("files").to_arrow().to_pylist()
+    order = [row["path"] for row in sorted(files, key=lambda row: row["indexed_at"])]
+    assert order == ["p0.md", "p4.md", "p3.md", "p2.md", "p1.md"], order
+    assert asked and set(asked) == {"repo"}

@@ -14,7 +14,7 @@ import base64
 import os
 import socket
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -138,6 +138,24 @@ class _Writer:
 UNINDEXABLE_LISTED = frozenset({"corrupt", "encrypted", "unreadable", "failed", "front-matter"})
 
 
+class _Queue:
+    """A run's files in order, except that files touched meanwhile (`Indexer.urgent`) jump ahead."""
+
+    def __init__(self, paths: list[str], folder: str, urgent: Callable[[str], set[str]] | None) -> None:
+        self.waiting, self.folder, self.urgent = deque(paths), folder, urgent
+        self.left = set(paths)
+
+    def __iter__(self) -> Iterator[str]:
+        while self.waiting:
+            if self.urgent is not None:
+                for rel in sorted(self.urgent(self.folder) & self.left, reverse=True):  # then in name order
+                    self.waiting.remove(rel)
+                    self.waiting.appendleft(rel)
+            rel = self.waiting.popleft()
+            self.left.discard(rel)
+            yield rel
+
+
 def _newest_first(root: Path, paths: list[str]) -> list[str]:
     def mtime(rel: str) -> int:
         try:
@@ -192,6 +210,10 @@ class Indexer:
         self.counts = SharedCounts(self.embedder.count_tokens)
         self.sizes = ChunkSizes.from_settings(settings, self.window)  # what the model's window allows
         self.chunking = {"target": self.sizes.target, "overlap": self.sizes.overlap, "limit": self.sizes.limit}
+        # Files touched while a run goes (a watcher's events: what an agent or a person edits): given
+        # a folder's name, the relative paths changed since it was last asked. Those still to be
+        # embedded in the run go next.
+        self.urgent: Callable[[str], set[str]] | None = None
 
     def run(self, folders: list[Folder], scope: str = "", force: bool = False, max_files: int | None = None) -> Summary:
         """Index `folders`; with `scope`, only the part of the (single) folder under that relative path."""
@@ -285,9 +307,8 @@ class Indexer:
         # never waits for LanceDB. A failed write surfaces at the next flush or at the end.
         writer = _Writer(self.api, folder.name, summary)
         try:
-            for rel, prepared in zip(
-                todo, ordered_map(lambda r: self._prepare(root, r), todo, self.concurrency), strict=True
-            ):
+            queued = _Queue(todo, folder.name, self.urgent)
+            for rel, prepared in ordered_map(lambda r: (r, self._prepare(root, r)), queued, self.concurrency):
                 done += 1
                 if isinstance(prepared, Unindexable):
                     summary.skip(prepared.reason)

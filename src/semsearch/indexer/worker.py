@@ -64,6 +64,10 @@ class Worker:
         # One requested run at a time is taken from the API: the rest stay queued there, where
         # identical requests share one run and can be cancelled (not here, claimed and waiting).
         self._free = threading.Semaphore(1)
+        # What the watcher saw change, by folder name (relative paths), for the run in progress to
+        # embed next (`Indexer.urgent`): a file edited during a long run is not left for its end.
+        self._touched: dict[str, set[str]] = {}
+        self._touched_lock = threading.Lock()
 
     def run(self, stop: threading.Event) -> None:
         threads = []
@@ -128,12 +132,26 @@ class Worker:
                     for root, name in folders.items()
                     if changed == root or changed.startswith(root.rstrip(os.sep) + os.sep)
                 }
+                self._note_touched(folders, [changed for _, changed in changes])
                 for name in sorted(touched):
                     self.jobs.put(_Job(folder=name))
                 if time.monotonic() - started > FOLDER_POLL_S:
                     started = time.monotonic()
                     if self._folders_changed(folders):
                         break  # watch the new set of folders
+
+    def _note_touched(self, folders: dict[str, str], changed: list[str]) -> None:
+        with self._touched_lock:
+            for path in changed:
+                for root, name in folders.items():
+                    if path.startswith(root.rstrip(os.sep) + os.sep):
+                        rel = os.path.relpath(path, root).replace(os.sep, "/")
+                        self._touched.setdefault(name, set()).add(rel)
+
+    def take_touched(self, folder: str) -> set[str]:
+        """The relative paths the watcher saw change in `folder` since the last call."""
+        with self._touched_lock:
+            return self._touched.pop(folder, set())
 
     def _folders_changed(self, known: dict[str, str]) -> bool:
         try:
@@ -159,6 +177,7 @@ class Worker:
         try:
             reporter = Reporter(self.verbose, False, self.echo)
             with connect(self.settings, reporter, embedder=self.embedder) as (indexer, api):
+                indexer.urgent = self.take_touched
                 folders, scope = resolve_target(api.folders(), self.path)
                 targets = folders if "*" in pending else [f for f in folders if f.name in pending]
                 if targets:
@@ -195,6 +214,7 @@ class Worker:
 
         try:
             with connect(self.settings, reporter, asked.concurrency, self.embedder) as (indexer, api):
+                indexer.urgent = self.take_touched
 
                 def progress(folder: str, done: int, total: int, chunks: int) -> None:
                     nonlocal last
