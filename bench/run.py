@@ -22,11 +22,13 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
+import pyarrow as pa
 from rich.console import Console
 from rich.table import Table
 
@@ -336,10 +338,40 @@ def stage_line(entry: dict[str, Any]) -> str:
     return " · ".join(f"{stage} {ms}" for stage, ms in entry.get("stagesP50_ms", {}).items())
 
 
-def synthetic_table(env: dict[str, str], source_index: Path, rows: int, folder: Path) -> np.ndarray:
+@dataclass
+class Exact:
+    """Exact search over a synthetic table as its vector arm scores a chunk: the best of its own
+    vector's cosine and its definitions' (the reference for ANN recall)."""
+
+    vectors: np.ndarray  # row i's own vector
+    names: np.ndarray  # every row's definitions' vectors…
+    owners: np.ndarray  # …and the row each belongs to
+
+    def top(self, query: np.ndarray, k: int = 10) -> set[int]:
+        scores = self.vectors @ query
+        if len(self.names):
+            np.maximum.at(scores, self.owners, self.names @ query)
+        return set(np.argsort(-scores)[:k].tolist())
+
+    @classmethod
+    def from_lists(cls, order: np.ndarray, lists: pa.ListArray) -> Exact:
+        """From a table's search lists (each row's own vector first), its rows at positions `order`."""
+        lengths = np.diff(lists.offsets.to_numpy())
+        flat = np.asarray(lists.values.flatten().to_numpy(), dtype=np.float32).reshape(
+            -1, lists.type.value_type.list_size
+        )
+        firsts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        own = np.zeros(len(flat), dtype=bool)
+        own[firsts] = True
+        vectors = np.empty((len(order), flat.shape[1]), dtype=np.float32)
+        vectors[order] = flat[firsts]
+        return cls(vectors, flat[~own], np.repeat(order, lengths - 1))
+
+
+def synthetic_table(env: dict[str, str], source_index: Path, rows: int, folder: Path) -> Exact:
     """A `rows`-chunk folder built from real text and vectors (perturbed copies), with the code
     chunks' definitions (`names` and their vectors, perturbed alike), written through the API's
-    batch endpoint like the indexer would. Returns all vectors."""
+    batch endpoint like the indexer would. Returns what exact search needs."""
     import base64
 
     import lancedb
@@ -355,7 +387,7 @@ def synthetic_table(env: dict[str, str], source_index: Path, rows: int, folder: 
     folder.mkdir(parents=True, exist_ok=True)
     add_folder(env, folder, folder.name)
     info = EmbedderClient(env["SEMSEARCH_EMBEDDER_ADDR"]).info()
-    all_vectors = []
+    all_vectors, all_names, owners = [], [], []
     per_file, files_per_batch = 20, 50
     with httpx.Client(base_url=env["SEMSEARCH_URL"], timeout=300) as http:
         for batch_start in range(0, rows, per_file * files_per_batch):
@@ -372,6 +404,10 @@ def synthetic_table(env: dict[str, str], source_index: Path, rows: int, folder: 
                 named_flat = np.concatenate(named) if named else np.empty((0, base.shape[1]), np.float32)
                 named_flat = named_flat + rng.normal(0, 0.02, size=named_flat.shape).astype(np.float32)
                 named_flat /= np.linalg.norm(named_flat, axis=1, keepdims=True)
+                all_names.append(named_flat)
+                owners += [
+                    first + i for i, p in enumerate(picks) if name_vectors[p] is not None for _ in name_vectors[p]
+                ]
                 upserts.append(
                     {
                         "path": f"f{first // per_file:06d}.txt", "mtimeNs": 1, "size": 1, "sha256": str(first),
@@ -385,7 +421,9 @@ def synthetic_table(env: dict[str, str], source_index: Path, rows: int, folder: 
             body = {"modelId": info.model_id, "dimension": info.dimension, "upserts": upserts}
             http.post(f"/v1/folders/{folder.name}/batches", json=body).raise_for_status()
         http.post("/v1/index/optimize", timeout=None).raise_for_status()  # a 1M-row build takes many minutes
-    return np.vstack(all_vectors)[:rows]
+    kept = np.asarray(owners, dtype=np.int64) < rows
+    names_matrix = np.vstack(all_names) if all_names else np.empty((0, base.shape[1]), np.float32)
+    return Exact(np.vstack(all_vectors)[:rows], names_matrix[kept], np.asarray(owners, dtype=np.int64)[kept])
 
 
 def synthetic_row(path: str, start_line: int) -> int:
@@ -393,7 +431,7 @@ def synthetic_row(path: str, start_line: int) -> int:
     return int(path[1:7]) * 20 + start_line - 1
 
 
-def ann_recall(url: str, vectors: np.ndarray, embedder: EmbedderClient, queries: list[str]) -> float:
+def ann_recall(url: str, exact_search: Exact, embedder: EmbedderClient, queries: list[str]) -> float:
     """Recall@10 of the API's vector search against exact search, for the query it searched (the
     query guard searches a pasted prompt's informative part instead: `queryUsed`)."""
     hits = 0
@@ -401,7 +439,7 @@ def ann_recall(url: str, vectors: np.ndarray, embedder: EmbedderClient, queries:
         for q in queries:
             got = http.post("/v1/search", json={"query": q, "k": 10, "mode": "vector", "minScore": -1}).json()
             v = embedder.embed([got.get("queryUsed") or q], query=True)[0]
-            exact = set(np.argsort(-(vectors @ v))[:10].tolist())
+            exact = exact_search.top(v)
             rows = {synthetic_row(h["relPath"], h["startLine"]) for h in got["hits"]}
             hits += len(rows & exact)
     return round(hits / (10 * len(queries)), 3)

@@ -48,6 +48,7 @@ from tests.processes import Service, clean_env, free_port, start_api, start_embe
 
 from .ann_study import recall_at_10
 from .run import (
+    Exact,
     add_folder,
     ann_recall,
     corpus,
@@ -140,23 +141,23 @@ def table(work: Path, name: str, rows: int, address: str, source: Path, queries:
     api, env = start_api(work / name, address, SEMSEARCH_VERSION_RETENTION_S="5", **extra)
     started = time.perf_counter()
     try:
-        vectors = synthetic_table(env, source, rows, work / f"{name}-files")
+        exact = synthetic_table(env, source, rows, work / f"{name}-files")
         build = time.perf_counter() - started
         entry: dict[str, Any] = {"chunks": rows, "buildSeconds": round(build, 1),
                                  "apiBuildPeakRssMb": round(rss_peak_mb(api.pid), 1)}  # fmt: skip
     finally:
         api.stop()
-    serving(work / name, address, vectors, queries, entry, extra)
+    serving(work / name, address, exact, queries, entry, extra)
     return entry
 
 
-def serving(data: Path, address: str, vectors: np.ndarray, queries: list[str], entry: dict[str, Any],
+def serving(data: Path, address: str, exact: Exact, queries: list[str], entry: dict[str, Any],
             extra: dict[str, str]) -> dict[str, str]:  # fmt: skip
     """Latency, recall and memory of a fresh API over a built table (no build leftovers)."""
     api, env = start_api(data, address, **extra)
     try:
         entry["sequential"] = query_latency(env["SEMSEARCH_URL"], queries)
-        entry["annRecallAt10"] = ann_recall(env["SEMSEARCH_URL"], vectors, EmbedderClient(address), queries)
+        entry["annRecallAt10"] = ann_recall(env["SEMSEARCH_URL"], exact, EmbedderClient(address), queries)
         entry["apiServingPeakRssMb"] = round(rss_peak_mb(api.pid), 1)
     finally:
         api.stop()
@@ -183,12 +184,10 @@ def finish_table(work: Path, name: str, address: str, queries: list[str]) -> dic
     rows = lancedb.connect(str(work / name / "index")).open_table("chunks").to_arrow()
     paths, lines = rows["path"].to_pylist(), rows["start_line"].to_pylist()
     order = np.asarray([synthetic_row(p, line) for p, line in zip(paths, lines, strict=True)])
-    column = rows["vector"].combine_chunks()
-    vectors = np.empty((len(order), column.type.list_size), dtype=np.float32)
-    vectors[order] = column.flatten().to_numpy().reshape(len(order), -1)  # one float32 block, not a list per row
-    del rows, column
+    exact = Exact.from_lists(order, rows["search_vectors"].combine_chunks())  # float32 blocks, not lists per row
+    del rows
     entry["chunks"] = len(order)
-    serving(work / name, address, vectors, queries, entry, {})
+    serving(work / name, address, exact, queries, entry, {})
     entry["alternatives"] = alternatives(work / name / "index", EmbedderClient(address), queries)
     return entry
 
