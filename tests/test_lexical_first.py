@@ -91,6 +91,8 @@ def test_files_are_found_by_their_words_before_they_are_embedded_and_the_next_ru
         assert shown is not None and _shape(shown.group(1)) == _shape(answer.coverage.note or "")
         vector = db.query("payment ledger", mode="vector")  # nothing to compare with yet, and it says so
         assert not vector.hits and "is embedded yet" in (vector.message or ""), vector.message
+        (folder,) = db.folders()
+        assert folder.embedded_chunks == 0 < folder.chunks == chunks
         symbols = db.query("frobnicate_ledger", mode="lexical")
         assert symbols.hits and symbols.hits[0].rel_path == "src/ledger.py"
 
@@ -102,6 +104,7 @@ def test_files_are_found_by_their_words_before_they_are_embedded_and_the_next_ru
         answer = db.query("payment ledger")
         assert answer.coverage is not None and answer.coverage.embedded_chunks == answer.coverage.chunks == chunks
         assert "semantic" not in (answer.coverage.note or "")
+        assert db.folders()[0].embedded_chunks == chunks
         assert db.index().files_processed == 0  # and then nothing is left to do
 
 
@@ -154,6 +157,8 @@ def test_rest_mcp_and_the_cli_say_what_is_not_embedded_yet(tmp_path: Path, embed
         cli = run_cli(["search", "payment ledger"], env)
         assert cli.returncode == 0, cli.stderr
         assert "not embedded yet" in cli.stdout and "semantic: 0 of" in cli.stdout + cli.stderr, cli.stdout
+        listed = run_cli(["status"], env)
+        assert "(0 embedded so far)" in listed.stdout, listed.stdout + listed.stderr
     finally:
         api.stop()
 

@@ -28,6 +28,7 @@ from semsearch.corpus.repositories import RepositoryError, check_url, is_url
 from semsearch.follow import Follower, fail
 from semsearch.project import ProjectConfig
 from semsearch.schemas import (
+    Folder,
     FolderIn,
     GatherRequest,
     GrepRequest,
@@ -468,6 +469,12 @@ def add(paths: tuple[str, ...], name: str | None, allow_outside_root: bool, bran
     click.echo("Run `semsearch index` to index it.")
 
 
+def _waiting(folder: Folder) -> str:
+    """` (1,200 embedded so far)` while a run embeds what it made findable by words; else nothing."""
+    done = folder.embedded_chunks
+    return "" if done is None or done >= folder.chunks else f" ({done:,} embedded so far)"
+
+
 @main.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print the REST answer (the folders) as JSON.")
 @api_errors
@@ -569,7 +576,7 @@ def _list(as_json: bool) -> None:
             rows.append([f.name, f.path, str(f.files), str(f.chunks), when])
         else:
             when = f.last_indexed.astimezone().strftime("%Y-%m-%d %H:%M") if f.last_indexed else "never"
-            rows.append([f.name, f.path, f"{f.files:,}", f"{f.chunks:,}", when])
+            rows.append([f.name, f.path, f"{f.files:,}", f"{f.chunks:,}{_waiting(f)}", when])
     rows_out(["name", "path", "files", "chunks", "last indexed"], rows)
 
 
@@ -1338,7 +1345,7 @@ def status(as_json: bool) -> None:
         if st.notice:
             click.echo(f"notice    {st.notice}")
         for f in st.folders:
-            click.echo(f"  {f.name:<20} {f.files:>7,} files {f.chunks:>8,} chunks  {f.path}")
+            click.echo(f"  {f.name:<20} {f.files:>7,} files {f.chunks:>8,} chunks  {f.path}{_waiting(f)}")
     sys.exit(FOUND if ready else FAILED)
 
 

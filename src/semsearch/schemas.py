@@ -141,6 +141,9 @@ class Folder(Wire):
     branch: str | None = None
     files: int = 0
     chunks: int = 0
+    embedded_chunks: int | None = Field(
+        None, description="Of `chunks`, embedded so far: fewer while a cold run embeds what it made findable by words."
+    )
     last_indexed: datetime | None = None
 
 

@@ -246,6 +246,7 @@ class FolderStats:
     files: int
     chunks: int
     last_indexed: datetime | None
+    embedded: int  # chunks of files the manifest does not mark as waiting for their vectors
 
 
 class Store:
@@ -791,12 +792,20 @@ class Store:
 
     @served
     def folder_stats(self) -> dict[str, FolderStats]:
-        table = self._files.search().select(["folder", "chunks", "indexed_at"]).limit(None).to_arrow()
+        marked = ["embedded"] if "embedded" in self._files.schema.names else []
+        table = self._files.search().select(["folder", "chunks", "indexed_at", *marked]).limit(None).to_arrow()
         if table.num_rows == 0:
             return {}
-        grouped = table.group_by("folder").aggregate([("chunks", "count"), ("chunks", "sum"), ("indexed_at", "max")])
+        waiting = pc.fill_null(pc.invert(table["embedded"]), False) if marked else pa.nulls(table.num_rows, pa.bool_())
+        done = pc.if_else(pc.fill_null(waiting, False), 0, table["chunks"])
+        table = table.append_column("embedded_chunks", done)
+        grouped = table.group_by("folder").aggregate(
+            [("chunks", "count"), ("chunks", "sum"), ("indexed_at", "max"), ("embedded_chunks", "sum")]
+        )
         return {
-            row["folder"]: FolderStats(row["chunks_count"], row["chunks_sum"] or 0, row["indexed_at_max"])
+            row["folder"]: FolderStats(
+                row["chunks_count"], row["chunks_sum"] or 0, row["indexed_at_max"], row["embedded_chunks_sum"] or 0
+            )
             for row in grouped.to_pylist()
         }
 
@@ -1067,9 +1076,18 @@ def folder_views(folders: list[RegisteredFolder], store: Store) -> list[Folder]:
     out = []
     for f in folders:
         s = stats.get(f.name)
-        files, chunks, when = (s.files, s.chunks, s.last_indexed) if s else (0, 0, None)
+        files, chunks, when, embedded = (s.files, s.chunks, s.last_indexed, s.embedded) if s else (0, 0, None, 0)
         out.append(
-            Folder(name=f.name, path=f.path, url=f.url, branch=f.branch, files=files, chunks=chunks, last_indexed=when)
+            Folder(
+                name=f.name,
+                path=f.path,
+                url=f.url,
+                branch=f.branch,
+                files=files,
+                chunks=chunks,
+                embedded_chunks=embedded,
+                last_indexed=when,
+            )  # fmt: skip
         )
     return out
 

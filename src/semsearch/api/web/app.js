@@ -301,7 +301,8 @@ function renderStatus(status) {
       el("th", { scope: "row", text: f.name }),
       el("td", { class: "path", text: f.path }),
       el("td", { class: "num", text: f.files.toLocaleString() }),
-      el("td", { class: "num", text: f.chunks.toLocaleString() }),
+      el("td", { class: "num", text: f.chunks.toLocaleString() + (f.embeddedChunks != null && f.embeddedChunks < f.chunks
+        ? ` (${f.embeddedChunks.toLocaleString()} embedded so far)` : "") }),
       el("td", { text: when(f.lastIndexed) }),
       el("td", {}, el("button", { type: "button", class: "quiet", text: "Index", "aria-label": `Index ${f.name}`,
         onclick: () => requestRun(f.name) }))));
