@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -414,37 +414,71 @@ def test_watch_mode_follows_create_modify_delete(stack: Stack, watcher: Path) ->
     wait_for(lambda: "sub/old.md" not in manifest(stack, "watched"))
 
 
-def test_a_file_edited_during_a_long_run_is_embedded_next(stack: Stack, tmp_path: Path) -> None:
-    """Watch mode over a folder big enough to go lexical first: the file edited while the run embeds
-    (the oldest, so the last in its newest-first order) is embedded with its new text in the next
-    batches, while most of the folder still waits."""
-    folder = tmp_path / "long"
+def _long_folder(stack: Stack, folder: Path) -> None:
+    """120 pages, big enough for a run to go lexical first and take seconds to embed; f000 the oldest,
+    so the last in the run's newest-first order."""
     folder.mkdir()
     paragraph = " ".join(f"word{i} of the sample text about topic {i % 13}" for i in range(30))
     for i in range(120):
         page = folder / f"f{i:03d}.md"
         page.write_text(f"# Page {i}\n\n{paragraph}\n\n{paragraph.upper()}\n")
-        os.utime(page, ns=(1_700_000_000_000_000_000 + i * 10**9,) * 2)  # f000 the oldest
+        os.utime(page, ns=(1_700_000_000_000_000_000 + i * 10**9,) * 2)
     stack.cli("add", str(folder))
+
+
+def _edited_file_goes_next(stack: Stack, folder: Path, tell: Callable[[], object]) -> None:
+    """Once the run's lexical pass has written every page, f000 is edited and `tell` says so; it
+    must be embedded with its new text while most of the folder still waits (the caller then stops
+    the run: the rest is what every run does)."""
+    name = folder.name
+    wait_for(lambda: len(manifest(stack, name)) == 120, timeout=60)  # the lexical pass
+    (folder / "f000.md").write_text("# Page 0\n\nRewritten: notes about ospreys nesting on pylons.\n")
+    tell()
+    deadline = time.monotonic() + 120
+    while True:
+        files = manifest(stack, name)
+        edited = files["f000.md"]
+        if edited["embedded"] and edited["size"] == (folder / "f000.md").stat().st_size:
+            break
+        assert time.monotonic() < deadline, "the edited file was not embedded"
+        time.sleep(0.05)
+    waiting = sum(not f["embedded"] for f in files.values())
+    assert waiting >= 40, f"only {waiting} of 120 files were still waiting"  # it did not wait its turn
+
+
+def test_a_file_edited_during_a_long_run_is_embedded_next(stack: Stack, tmp_path: Path) -> None:
+    """Watch mode: the watcher's event for the edited file reaches the run under way."""
+    folder = tmp_path / "long"
+    _long_folder(stack, folder)
     proc = subprocess.Popen([SEMSEARCH, "index", str(folder), "--watch"], env=stack.env, stdout=subprocess.DEVNULL)
     try:
-        wait_for(lambda: len(manifest(stack, "long")) == 120, timeout=60)  # the lexical pass
-        (folder / "f000.md").write_text("# Page 0\n\nRewritten: notes about ospreys nesting on pylons.\n")
-        deadline = time.monotonic() + 120
-        while True:
-            files = manifest(stack, "long")
-            edited = files["f000.md"]
-            if edited["embedded"] and edited["size"] == (folder / "f000.md").stat().st_size:
-                break
-            assert time.monotonic() < deadline, "the edited file was not embedded"
-            time.sleep(0.05)
-        waiting = sum(not f["embedded"] for f in files.values())
-        assert waiting >= 40, f"only {waiting} of 120 files were still waiting"  # it did not wait its turn
-        wait_for(lambda: all(f["embedded"] for f in manifest(stack, "long").values()), timeout=180)
+        _edited_file_goes_next(stack, folder, lambda: None)
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0
         stack.cli("remove", "long", "--yes")
+
+
+def test_a_file_named_in_a_run_request_is_embedded_next(stack: Stack, tmp_path: Path) -> None:
+    """A requested run (the API's worker), and a second request naming the edited file — what the
+    Claude Code hook sends — while the first runs."""
+    folder = tmp_path / "asked"
+    _long_folder(stack, folder)
+    with stack.http() as http:
+        first = http.post("/v1/runs", json={"folder": "asked"}).json()
+
+        def tell() -> None:
+            named = http.post("/v1/runs", json={"folder": "asked", "paths": ["f000.md"]})
+            assert named.status_code in (200, 201, 202) and named.json()["id"] != first["id"], named.text
+
+        try:
+            _edited_file_goes_next(stack, folder, tell)
+        finally:
+            for run in http.get("/v1/runs").json():
+                if run["request"]["folder"] == "asked" and run["state"] in ("queued", "running"):
+                    http.delete(f"/v1/runs/{run['id']}")
+            wait_until_free(stack.url, "asked")
+            stack.cli("remove", "asked", "--yes")
 
 
 def test_index_output_is_plain_lines_without_a_terminal(stack: Stack, repo: Path, first_run: dict) -> None:

@@ -110,3 +110,18 @@ class ThreadResult:
         self._thread.join(timeout)
         assert not self._thread.is_alive(), "the call did not return"
         return self._out[0]
+
+
+def test_files_named_in_a_request_go_to_the_run_under_way_with_its_next_report() -> None:
+    runs = Runs(Clock())
+    running = runs.request(RunRequest(folder="docs"))
+    assert runs.try_claim("w") is not None
+    follow_up = runs.request(RunRequest(folder="docs", paths=["a.md", "b.md"]))
+    assert follow_up.id != running.id and follow_up.request.paths == []  # queued as usual, for the whole folder
+    assert runs.request(RunRequest(folder="docs", paths=["b.md", "c.md"])).id == follow_up.id  # one queued run
+    runs.request(RunRequest(folder="other", paths=["x.md"]))  # another folder: not this run's
+    answer = runs.progress(running.id, RunProgress(folder="docs", files_done=1, files_total=9))
+    assert answer.urgent == {"docs": ["a.md", "b.md", "c.md"]}
+    assert runs.progress(running.id, RunProgress(folder="docs", files_done=2, files_total=9)).urgent == {}
+    with pytest.raises(ValueError, match="name it in `folder`"):
+        RunRequest(paths=["a.md"])

@@ -236,8 +236,9 @@ class ApiClient:
             raise ApiError(response.status_code, f"{response.status_code}: {response.text}")
         return Run.model_validate(response.json())
 
-    def run_progress(self, run_id: str, progress: RunProgress) -> None:
-        self._request("POST", f"/v1/runs/{segment(run_id)}/progress", json=progress.dump())
+    def run_progress(self, run_id: str, progress: RunProgress) -> Run:
+        """The run as the API has it now, with the files asked for meanwhile (`urgent`)."""
+        return Run.model_validate(self._request("POST", f"/v1/runs/{segment(run_id)}/progress", json=progress.dump()))
 
     def finish_run(self, run_id: str, result: RunFinish) -> None:
         self._request("POST", f"/v1/runs/{segment(run_id)}/finish", json=result.dump())

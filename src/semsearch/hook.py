@@ -194,16 +194,18 @@ class Hook:
         try:
             with project_client(self.settings, ProjectConfig.discover(self.project)) as api:
                 folders = api.folders()
-                wanted: dict[str, int] = {}
+                wanted: dict[str, list[str]] = {}
                 for pending in state.pending:
                     try:
-                        (folder,), _ = resolve_target(folders, pending)
+                        (folder,), rel = resolve_target(folders, pending)
                     except TargetError:
                         self.log(f"{pending} is in no registered folder; not indexed")
                         continue
-                    wanted[folder.name] = wanted.get(folder.name, 0) + 1
-                for name, edits in sorted(wanted.items()):
-                    run = api.request_run(RunRequest(folder=name))
+                    wanted.setdefault(folder.name, []).append(rel)
+                for name, edited in sorted(wanted.items()):
+                    # Named, so a run of the folder already under way (a long first run) embeds them next.
+                    run = api.request_run(RunRequest(folder=name, paths=sorted({p for p in edited if p})))
+                    edits = len(edited)
                     self.log(
                         f"requested run {run.id} for folder {name} ({edits} edited file{'s' if edits != 1 else ''})"
                     )

@@ -18,6 +18,9 @@ MAX_FILTER_CHARS = 256
 # The indexer's batch writes: far above what it sends (32 files, 500 deletes per batch; a chunk
 # is at most 254 tokens), so that a batch's size in memory is bounded by more than its body.
 MAX_BATCH_FILES = 2_000
+# Files one run request may name to go first (an agent's edits since its last request; the hook
+# keeps at most 1,000 pending), and how many a running run keeps asked for.
+MAX_URGENT_PATHS = 1_000
 MAX_FILE_CHUNKS = 100_000
 MAX_FILE_SYMBOLS = 100_000
 # Definitions starting in one chunk, each embedded beside it (`ChunkIn.names`): a chunk with more is a

@@ -39,6 +39,7 @@ from semsearch.limits import (
     MAX_PATTERN_CHARS,
     MAX_QUERY_CHARS,
     MAX_RESULTS,
+    MAX_URGENT_PATHS,
 )
 
 # Folder names appear in URLs, filters and results: a safe, short alphabet.
@@ -318,6 +319,18 @@ class RunRequest(Request):
         None, ge=1, le=16, description="Threads reading and chunking ahead of the embedder."
     )
     verbose: bool = Field(False, description="Also log every file's fate (indexed, excluded and why, deleted).")
+    paths: list[RelPath] = Field(
+        [],
+        max_length=MAX_URGENT_PATHS,
+        description="Files just edited (relative to `folder`): a run of that folder already under way embeds them "
+        "next, and this request queues one for after it as usual.",
+    )
+
+    @model_validator(mode="after")
+    def _paths_in_a_folder(self) -> RunRequest:
+        if self.paths and self.folder is None:
+            raise ValueError("`paths` are relative to one folder: name it in `folder`")
+        return self
 
 
 class UnindexableFile(Wire):
@@ -411,6 +424,11 @@ class Run(Wire):
     started_at: datetime | None = None
     reported_at: datetime | None = Field(None, description="The worker's last report (claim, progress).")
     finished_at: datetime | None = None
+    urgent: dict[str, list[str]] = Field(
+        {},
+        description="Files asked for by name (`paths`) since its worker last reported, by folder: it embeds them "
+        "next. Handed to the worker with its next progress report's answer.",
+    )
 
 
 class ClaimIn(Request):

@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from semsearch.engine.location import StoreUnavailable
-from semsearch.limits import KEEP_LINES, KEEP_RUNS, MAX_QUEUED, MAX_QUEUED_PER_TOKEN
+from semsearch.limits import KEEP_LINES, KEEP_RUNS, MAX_QUEUED, MAX_QUEUED_PER_TOKEN, MAX_URGENT_PATHS
 from semsearch.schemas import (
     FINISHED,
     Lease,
@@ -221,8 +221,11 @@ class Runs:
         """A new queued run, or the queued run that asks for the same thing (it will see today's files too).
         `requester`: the token asking; each may have MAX_QUEUED_PER_TOKEN runs queued."""
         with self._cond:
+            if request.paths and request.folder is not None:
+                self._hurry(request.folder, request.paths)
             queued = [r for r in self._runs.values() if r.state == "queued"]
-            asked = RunAsked.model_validate(request.model_dump())
+            # The paths are for the run under way; the queued run indexes the whole folder anyway.
+            asked = RunAsked.model_validate(request.model_dump(exclude={"paths"}))
             for existing in queued:
                 if existing.request == asked:
                     return existing
@@ -246,6 +249,13 @@ class Runs:
             self._cond.notify_all()
         self._publish(copy)
         return run
+
+    def _hurry(self, folder: str, paths: list[str]) -> None:
+        """Under `_cond`: the running runs that cover `folder` embed `paths` next."""
+        for run in self._runs.values():
+            if run.state == "running" and run.request.folder in (None, folder):
+                asked = run.urgent.setdefault(folder, [])
+                asked += [p for p in paths if p not in asked][: max(0, MAX_URGENT_PATHS - len(asked))]
 
     def get(self, run_id: str) -> Run:
         with self._cond:
@@ -288,9 +298,10 @@ class Runs:
             run.reported_at = self.now()
             run.progress = RunReport.model_validate(progress.model_dump() | {"lines": []})
             self._log(run, progress.lines)
+            urgent, run.urgent = run.urgent, {}  # handed to the worker with this answer
             copy = self._copy(progress_only=True)
         self._publish(copy)
-        return run
+        return run.model_copy(update={"urgent": urgent})
 
     def finish(self, run_id: str, result: RunFinish) -> Run:
         with self._cond:

@@ -212,16 +212,23 @@ class Worker:
             del lines[: len(out)]
             return out
 
+        asked_for: dict[str, set[str]] = {}  # files named in requests since the run began (`Run.urgent`)
+
+        def urgent(folder: str) -> set[str]:
+            return self.take_touched(folder) | asked_for.pop(folder, set())
+
         try:
             with connect(self.settings, reporter, asked.concurrency, self.embedder) as (indexer, api):
-                indexer.urgent = self.take_touched
+                indexer.urgent = urgent
 
                 def progress(folder: str, done: int, total: int, chunks: int) -> None:
                     nonlocal last
                     if time.monotonic() - last > 0.5 or done == total:
                         last = time.monotonic()
                         report = RunProgress(folder=folder, files_done=done, files_total=total, chunks=chunks)
-                        api.run_progress(run.id, report.model_copy(update={"lines": taken()}))
+                        answer = api.run_progress(run.id, report.model_copy(update={"lines": taken()}))
+                        for name, paths in answer.urgent.items():
+                            asked_for.setdefault(name, set()).update(paths)
 
                 reporter.hook = progress
                 folders = [f for f in api.folders() if asked.folder in (None, f.name)]
