@@ -294,7 +294,9 @@ def _why_empty(
     scope = clauses[0]
     if store.count_where(scope.sql) == 0:
         return f"Nothing indexed in {scope.name}; run `semsearch index`."
-    if store.count_where(f"({scope.sql}) AND vector IS NOT NULL") == 0:
+    # Only while a run has chunks waiting for vectors (the manifest says, cheaply): counting
+    # `vector IS NOT NULL` reads every vector.
+    if store.unembedded_chunks() and store.count_where(f"({scope.sql}) AND vector IS NOT NULL") == 0:
         return (
             f"Nothing in {scope.name} is embedded yet, so the vector arm has nothing to search: an indexing run "
             "embeds it after making every file findable by its words (hybrid and lexical search find them now; "

@@ -924,6 +924,11 @@ class Store:
         return None if copy is None else (len(copy.positions), copy.nbytes)
 
     @served
+    def unembedded_chunks(self) -> int:
+        """Chunks a run has made findable by their words and not embedded yet (from the manifest)."""
+        return unembedded(self._files)
+
+    @served
     def count_where(self, where: str) -> int:
         return 0 if self._chunks is None else int(self._chunks.count_rows(where))
 
