@@ -453,9 +453,13 @@ def test_a_file_edited_during_a_long_run_is_embedded_next(stack: Stack, tmp_path
     proc = subprocess.Popen([SEMSEARCH, "index", str(folder), "--watch"], env=stack.env, stdout=subprocess.DEVNULL)
     try:
         _edited_file_goes_next(stack, folder, lambda: None)
-    finally:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGINT)  # Ctrl-C ends the run at its next file, not at its end
         assert proc.wait(timeout=60) == 0
+        assert any(not f["embedded"] for f in manifest(stack, "long").values())  # the next run's to embed
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=60)
         stack.cli("remove", "long", "--yes")
 
 

@@ -214,6 +214,9 @@ class Indexer:
         # a folder's name, the relative paths changed since it was last asked. Those still to be
         # embedded in the run go next.
         self.urgent: Callable[[str], set[str]] | None = None
+        # True once the process is asked to stop (a watcher's Ctrl-C): the run ends after the file in
+        # hand, its written files kept; what it had not embedded yet the next run does.
+        self.stopping: Callable[[], bool] | None = None
 
     def run(self, folders: list[Folder], scope: str = "", force: bool = False, max_files: int | None = None) -> Summary:
         """Index `folders`; with `scope`, only the part of the (single) folder under that relative path."""
@@ -334,6 +337,12 @@ class Indexer:
                     pending = _Pending()
                 rate = summary.chunks_written / max(1e-6, time.perf_counter() - started)
                 self.out.advance(folder.name, done, len(todo), summary.chunks_written, rate)
+                if self.stopping is not None and self.stopping():
+                    summary.truncated = True  # not everything was looked at: nothing is pruned
+                    self.out.line(
+                        f"  stopped after {done:,} of {len(todo):,} files; `semsearch index` goes on from there"
+                    )
+                    break
             self._flush(pending, lease, writer)
             writer.drain()
         finally:

@@ -68,8 +68,10 @@ class Worker:
         # embed next (`Indexer.urgent`): a file edited during a long run is not left for its end.
         self._touched: dict[str, set[str]] = {}
         self._touched_lock = threading.Lock()
+        self._stop: threading.Event | None = None  # set by run(): a run in progress ends at the next file
 
     def run(self, stop: threading.Event) -> None:
+        self._stop = stop
         threads = []
         if self.requests:
             threads.append(threading.Thread(target=self._claim_loop, args=(stop,), daemon=True, name="claim"))
@@ -148,6 +150,9 @@ class Worker:
                         rel = os.path.relpath(path, root).replace(os.sep, "/")
                         self._touched.setdefault(name, set()).add(rel)
 
+    def _stopping(self) -> bool:
+        return self._stop is not None and self._stop.is_set()
+
     def take_touched(self, folder: str) -> set[str]:
         """The relative paths the watcher saw change in `folder` since the last call."""
         with self._touched_lock:
@@ -178,6 +183,7 @@ class Worker:
             reporter = Reporter(self.verbose, False, self.echo)
             with connect(self.settings, reporter, embedder=self.embedder) as (indexer, api):
                 indexer.urgent = self.take_touched
+                indexer.stopping = self._stopping
                 folders, scope = resolve_target(api.folders(), self.path)
                 targets = folders if "*" in pending else [f for f in folders if f.name in pending]
                 if targets:
