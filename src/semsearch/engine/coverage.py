@@ -63,9 +63,9 @@ class CoverageCache:
             if in_scope is None:
                 chunks += state.totals[0]
                 unembedded += state.totals[1]
-            else:
-                chunks += sum(state.counts[p] for p in state.counts if in_scope(p))
-                unembedded += sum(n for p, n in state.unembedded.items() if in_scope(p))
+            else:  # over the paths in scope already found above (as `files` is), not every file again
+                chunks += sum(state.counts[p] for p in paths)
+                unembedded += sum(state.unembedded.get(p, 0) for p in paths)
             for rule, n in state.skipped.items():
                 skipped[rule] = skipped.get(rule, 0) + n
             if state.indexed_at is not None:

@@ -128,13 +128,7 @@ class Worker:
             for changes in watchfiles.watch(
                 *roots, debounce=DEBOUNCE_MS, stop_event=stop, yield_on_timeout=True, rust_timeout=2_000
             ):
-                touched = {
-                    name
-                    for _, changed in changes
-                    for root, name in folders.items()
-                    if changed == root or changed.startswith(root.rstrip(os.sep) + os.sep)
-                }
-                self._note_touched(folders, [changed for _, changed in changes])
+                touched = self._note_touched(folders, [changed for _, changed in changes])
                 for name in sorted(touched):
                     self.jobs.put(_Job(folder=name))
                 if time.monotonic() - started > FOLDER_POLL_S:
@@ -142,13 +136,18 @@ class Worker:
                     if self._folders_changed(folders):
                         break  # watch the new set of folders
 
-    def _note_touched(self, folders: dict[str, str], changed: list[str]) -> None:
+    def _note_touched(self, folders: dict[str, str], changed: list[str]) -> set[str]:
+        """The folders these changes are in; the files among them kept for the run in progress."""
+        names: set[str] = set()
         with self._touched_lock:
             for path in changed:
                 for root, name in folders.items():
-                    if path.startswith(root.rstrip(os.sep) + os.sep):
-                        rel = os.path.relpath(path, root).replace(os.sep, "/")
-                        self._touched.setdefault(name, set()).add(rel)
+                    if path == root:
+                        names.add(name)
+                    elif path.startswith(root.rstrip(os.sep) + os.sep):
+                        names.add(name)
+                        self._touched.setdefault(name, set()).add(os.path.relpath(path, root).replace(os.sep, "/"))
+        return names
 
     def _stopping(self) -> bool:
         return self._stop is not None and self._stop.is_set()
