@@ -25,8 +25,10 @@ import httpx
 import pytest
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
+from pydantic import ValidationError
 
 from semsearch.client import segment
+from semsearch.config import settings_from
 from semsearch.corpus.secrets import redact
 from semsearch.security import bearer_matches
 from tests.conftest import SEMSEARCH, Stack
@@ -391,11 +393,20 @@ def test_long_polls_do_not_starve_other_endpoints(api_factory: Any) -> None:
 # --- 8: tokens -------------------------------------------------------------------------------------
 
 
-@pytest.mark.e2e
 @pytest.mark.parametrize("token", ["", "   ", "change-me", "replace-with-semsearch-token-generate"])
-def test_empty_blank_and_example_tokens_are_refused_at_start(tmp_path: Path, token: str) -> None:
-    """#8: `SEMSEARCH_TOKEN=` passed the public-bind guard and `Authorization: Bearer` was accepted."""
-    env = api_env(tmp_path, free_port(), "127.0.0.1:1", SEMSEARCH_TOKEN=token)
+def test_empty_blank_and_example_tokens_are_refused(tmp_path: Path, token: str) -> None:
+    """#8: `SEMSEARCH_TOKEN=` passed the public-bind guard and `Authorization: Bearer` was accepted.
+    Every service builds its settings the same way; the next test shows each entry point's refusal."""
+    with pytest.raises(ValidationError) as refused:
+        settings_from(api_env(tmp_path, free_port(), "127.0.0.1:1", SEMSEARCH_TOKEN=token))
+    assert "openssl rand" in str(refused.value)
+    assert not bearer_matches("Bearer ", "") and not bearer_matches("Bearer", "x")
+    assert bearer_matches("Bearer abc", "abc") and not bearer_matches("Bearer abd", "abc")
+
+
+@pytest.mark.e2e
+def test_a_refused_token_stops_every_entry_point_in_one_line(tmp_path: Path) -> None:
+    env = api_env(tmp_path, free_port(), "127.0.0.1:1", SEMSEARCH_TOKEN="")
     for argv in (
         [sys.executable, "-m", "semsearch.api"],
         [sys.executable, "-m", "semsearch.mcp_bridge"],
@@ -405,8 +416,6 @@ def test_empty_blank_and_example_tokens_are_refused_at_start(tmp_path: Path, tok
         assert result.returncode != 0, argv
         assert "SEMSEARCH_TOKEN" in result.stderr and "openssl rand" in result.stderr, result.stderr
         assert "Traceback" not in result.stderr
-    assert not bearer_matches("Bearer ", "") and not bearer_matches("Bearer", "x")
-    assert bearer_matches("Bearer abc", "abc") and not bearer_matches("Bearer abd", "abc")
 
 
 # --- 10, 12, 13: paths, headers, FIFOs -----------------------------------------------------------------

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import zipfile
 from collections.abc import Callable, Iterator
@@ -19,6 +20,7 @@ import pytest
 from fpdf import FPDF
 
 from tests.conftest import SEMSEARCH, Stack, wait_until_free
+from tests.inprocess import call_mcp
 from tests.processes import clean_env
 
 
@@ -464,25 +466,31 @@ def test_a_file_edited_during_a_long_run_is_embedded_next(stack: Stack, tmp_path
 
 
 def test_a_file_named_in_a_run_request_is_embedded_next(stack: Stack, tmp_path: Path) -> None:
-    """A requested run (the API's worker), and a second request naming the edited file — what the
-    Claude Code hook sends — while the first runs."""
+    """A requested run (the API's worker), and an agent's MCP `index` call naming the edited file
+    while the first runs (a REST request underneath, as the Claude Code hook sends one)."""
     folder = tmp_path / "asked"
     _long_folder(stack, folder)
+    answers: list[Any] = []
+    agent = threading.Thread(  # the tool waits for its own (queued) run: up to 30 s
+        target=lambda: answers.extend(call_mcp(stack.env, [("index", {"folder": "asked", "paths": ["f000.md"]})]))
+    )
     with stack.http() as http:
         first = http.post("/v1/runs", json={"folder": "asked"}).json()
-
-        def tell() -> None:
-            named = http.post("/v1/runs", json={"folder": "asked", "paths": ["f000.md"]})
-            assert named.status_code in (200, 201, 202) and named.json()["id"] != first["id"], named.text
-
         try:
-            _edited_file_goes_next(stack, folder, tell)
+            _edited_file_goes_next(stack, folder, agent.start)
+            (outside,) = call_mcp(stack.env, [("index", {"folder": "asked", "paths": ["../elsewhere.md"]})])
+            assert outside.is_error and "invalid arguments: paths.0" in outside.content[0].text, outside.content
         finally:
             for run in http.get("/v1/runs").json():
                 if run["request"]["folder"] == "asked" and run["state"] in ("queued", "running"):
                     http.delete(f"/v1/runs/{run['id']}")
+            if agent.is_alive():
+                agent.join(timeout=60)
             wait_until_free(stack.url, "asked")
             stack.cli("remove", "asked", "--yes")
+    (answer,) = answers
+    assert not answer.is_error, answer.content
+    assert answer.structured_content["id"] != first["id"]  # queued after the run it hurried
 
 
 def test_index_output_is_plain_lines_without_a_terminal(stack: Stack, repo: Path, first_run: dict) -> None:

@@ -139,6 +139,9 @@ def test_a_store_that_cannot_be_used_is_one_line_at_start(
     assert env["AWS_SECRET_ACCESS_KEY"] not in started.stderr
 
 
+CLUSTER_FILES = 24
+
+
 def test_a_writer_and_two_query_replicas_share_one_bucket_and_a_pool_of_two_embedders(
     store: ObjectStore, tmp_path: Path
 ) -> None:
@@ -184,7 +187,7 @@ def test_a_writer_and_two_query_replicas_share_one_bucket_and_a_pool_of_two_embe
         return [(h["relPath"], h["startLine"], round(h["cosine"], 5)) for h in found["hits"]]
 
     try:
-        corpus = write_corpus(tmp_path / "corpus", files=40)
+        corpus = write_corpus(tmp_path / "corpus", files=CLUSTER_FILES)
         subprocess.run([SEMSEARCH, "add", str(corpus)], env=wenv, check=True, capture_output=True)
         poll(lambda url: [f["name"] for f in httpx.get(f"{url}/v1/folders", timeout=30).json()] == ["corpus"],
              "listed the folder added through the writer")  # fmt: skip
@@ -221,7 +224,7 @@ def test_a_writer_and_two_query_replicas_share_one_bucket_and_a_pool_of_two_embe
         finally:
             worker.stop()
         done = httpx.get(f"{wenv['SEMSEARCH_URL']}/v1/runs/{run_id}", timeout=30).json()
-        assert done["state"] == "done" and done["summary"]["filesProcessed"] == 40, done
+        assert done["state"] == "done" and done["summary"]["filesProcessed"] == CLUSTER_FILES, done
         assert manifest(wenv, "corpus") == undisturbed  # the run that lost an embedder built the same index
         for url in urls:
             assert follow(url, run_id)["summary"] == done["summary"]
@@ -245,7 +248,7 @@ def test_a_writer_and_two_query_replicas_share_one_bucket_and_a_pool_of_two_embe
         ran = subprocess.run([SEMSEARCH, "index"], env=replicas[0][1], capture_output=True, text=True, timeout=120)
         assert ran.returncode == 2 and "query replica" in ran.stderr
         status = httpx.get(f"{urls[1]}/v1/status", timeout=30).json()
-        assert status["role"] == "query" and status["files"] == 40
+        assert status["role"] == "query" and status["files"] == CLUSTER_FILES
         copy = status["localCopy"]
         assert copy["answering"] and copy["files"] > 0 and copy["error"] is None, copy
         assert httpx.get(f"{urls[0]}/v1/status", timeout=30).json()["localCopy"] is None

@@ -196,9 +196,12 @@ class Bridge:
             lines.append(found.message)
         return structured("\n".join(lines), found)
 
-    async def index(self, named: str | None, force: bool, max_files: int | None) -> CallToolResult:
+    async def index(
+        self, named: str | None, force: bool, max_files: int | None, paths: Sequence[str] = ()
+    ) -> CallToolResult:
         folder = await self._folder_name(named) if named else None
-        run = await self.call(self.api.request_run, RunRequest(folder=folder, force=force, max_files=max_files))
+        request = self.request(RunRequest, {"folder": folder, "force": force, "maxFiles": max_files, "paths": paths})
+        run = await self.call(self.api.request_run, request)
         deadline = time.monotonic() + INDEX_TOOL_WAIT_S
         while run.state in ("queued", "running") and time.monotonic() < deadline:
             run = await self.call(self.api.run, run.id, min(10.0, max(0.5, deadline - time.monotonic())))
@@ -376,6 +379,10 @@ class _Server(MCPServer):
 
 
 # What each generated tool takes of its REST request: what an agent needs, nothing diagnostic.
+# `index`: the files an agent just edited, embedded next by a run under way. The REST field's bound and
+# words; each path is checked with the whole request (`Bridge.index`), so a bad one gets the API's one line.
+_PATHS = RunRequest.model_fields["paths"]
+PATHS: Any = _ANNOTATED[(list[str], *_PATHS.metadata, Field(description=_PATHS.description))]
 SEARCH_FIELDS = ("query", "k", "folder", "path_glob", "ext", "exclude", "mode", "include_all", "min_score")
 GATHER_FIELDS = ("query", "k", "folder", "path_glob", "ext", "exclude", "context_lines", "max_tokens")
 GREP_FIELDS = ("pattern", "folder", "file_glob", "case_sensitive", "regex", "max_results")
@@ -513,14 +520,16 @@ def build_server(settings: Settings, project: ProjectConfig | None = None) -> MC
             read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
         ),
         description="Re-index one folder (its name or path) or all, and wait up to 30 s for the summary; "
-        "longer runs return a runId for index_status.",
+        "longer runs return a runId for index_status. After editing files, name them in `paths`: a run under way "
+        "embeds them next.",
     )
     async def index(
         folder: Annotated[str | None, Field(description="Folder name or path; all folders when omitted.")] = None,
         force: Annotated[bool, Field(description="Read every file again, changed or not.")] = False,
         maxFiles: Annotated[int | None, Field(ge=1, description="Stop after this many files.")] = None,  # noqa: N803
+        paths: PATHS = (),
     ) -> CallToolResult:
-        return await bridge.index(folder, force, maxFiles)
+        return await bridge.index(folder, force, maxFiles, paths)
 
     @server.tool(
         name="index_status",
