@@ -14,7 +14,7 @@ import pytest
 
 SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "eval" / "scifact"
 SCORER = SCIFACT.parent / "score.py"
-QUESTIONS, DISTRACTORS = 20, 120
+QUESTIONS, DISTRACTORS = 20, 60
 
 
 @pytest.fixture(scope="module")

@@ -320,7 +320,7 @@ def test_one_writer_at_a_time_and_a_dead_writers_lease_lapses(
 ) -> None:
     uri = f"s3://{store.bucket}/lease-index"
     lease = {"SEMSEARCH_ROLE": "writer", "SEMSEARCH_WRITER_LEASE_S": "3"}
-    corpus = write_corpus(tmp_path / "corpus", files=30)
+    corpus = write_corpus(tmp_path / "corpus", files=16)
     first, env = start(tmp_path / "first", store, uri, embedder_addr, free_port(), **lease)
     fresh: Service | None = None
     try:

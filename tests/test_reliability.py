@@ -90,7 +90,7 @@ def test_embedder_that_never_returns_fails_the_run_cleanly(reference, tmp_path: 
 def test_api_killed_during_writes_keeps_old_or_new_per_file(reference, tmp_path: Path, embedder_addr: str) -> None:  # type: ignore[no-untyped-def]
     corpus, expected = reference
     work = tmp_path / "corpus"
-    write_corpus(work)
+    write_corpus(work, files=12)
     api, env = start_api(tmp_path / "data", embedder_addr)
     subprocess.run([SEMSEARCH, "add", str(work)], env=env, check=True, capture_output=True)
     index(env)

@@ -49,7 +49,7 @@ def test_a_run_keeps_a_call_in_flight_per_replica_of_its_pool() -> None:
 def test_a_run_survives_a_replica_killed_mid_run_with_the_index_of_an_undisturbed_run(
     tmp_path: Path, embedder_addr: str
 ) -> None:
-    corpus = write_corpus(tmp_path / "corpus", files=40)
+    corpus = write_corpus(tmp_path / "corpus", files=20)
     first, one = start_embedder(tmp_path / "embedder-1.log")
     second, two = start_embedder(tmp_path / "embedder-2.log")
     api, env = start_api(tmp_path / "data", f"{one},{two}", SEMSEARCH_EMBEDDER_RETRY_S="60")
