@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import semsearch
+from semsearch.engine.coverage import CoverageCache
+from semsearch.schemas import Coverage
 from tests.conftest import Stack
 from tests.corpus import write_tree
 
@@ -88,3 +92,46 @@ def test_the_note_reaches_mcp_gather_and_the_cli(harbour: tuple[Stack, Path]) ->
     assert "_Coverage: skipped:" in gathered.content[0].text
     table = stack.cli("search", "who boards the ships", "--min-score", "-1")
     assert "coverage: skipped:" in table.stderr
+
+
+def test_searches_at_once_read_a_folders_pass_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Eight searches needing the same folder's pass at the same moment (after a write, or when it
+    expires) read it once and all get it; each reading it for itself made the slowest answers under
+    load. Through the library's engine and the real store; the manifest read is only counted, and
+    the first held until all eight have asked."""
+    write_tree(tmp_path / "harbour", FILES)
+    with semsearch.connect(tmp_path / "data", corpus_root=tmp_path) as db:
+        db.add(tmp_path / "harbour")
+        db.index()
+        engine: Any = db._backend
+        store, folders = engine.store, engine.registry.all()
+        real = store.manifest
+        reads: list[str] = []
+        asked: list[int] = []
+        everyone = threading.Event()
+
+        def counted(folder: str, paths: list[str] | None = None) -> Any:
+            reads.append(folder)
+            if len(reads) == 1:
+                assert everyone.wait(30)
+            return real(folder, paths)
+
+        monkeypatch.setattr(store, "manifest", counted)
+        cache = CoverageCache()
+        answers: list[Coverage] = []
+
+        def search() -> None:
+            asked.append(1)
+            if len(asked) == 8:
+                everyone.set()
+            answers.append(cache.coverage(store, folders))
+
+        threads = [threading.Thread(target=search) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert len(answers) == 8 and reads == ["harbour"], reads
+        assert all(answer == answers[0] for answer in answers) and answers[0].files == 3
+        store.manifest_epoch += 1  # a write: the next search reads the pass again, once
+        assert cache.coverage(store, folders) == answers[0] and len(reads) == 2
