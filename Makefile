@@ -15,6 +15,7 @@ runtime: $(RUNTIME)
 $(RUNTIME): pyproject.toml setup.py src/semsearch/proto/embedder.proto
 	$(PYTHON) -m venv $(VENV)
 	# uv (from PyPI, like everything else) installs the same packages in a quarter of pip's time.
+	# It does not read pip's configuration: behind a private mirror, set UV_DEFAULT_INDEX too.
 	# Compiled to bytecode as pip does: with PYTHONDONTWRITEBYTECODE set, every process would
 	# otherwise compile its imports again (an API start took 4.8 s instead of 3.2).
 	$(BIN)/python -m pip install --quiet 'uv>=0.5'
