@@ -101,28 +101,31 @@ class CoverageCache:
                 reading = self._reading[key] = (version, Future())
         if waiting is not None:
             return waiting.result()
-        self._read(store, folder, key, reading)
-        return reading[1].result()
+        return self._read(store, folder, key, reading)
 
     def _read(
         self, store: Store, folder: RegisteredFolder, key: tuple[str, str], reading: tuple[int, Future[_FolderState]]
-    ) -> None:
+    ) -> _FolderState:
         """One pass over the folder, handed to every search waiting for it."""
         version, future = reading
         try:
             state = _pass(store, folder, version)
         except BaseException as exc:
+            self._done(key, reading)
             future.set_exception(exc)
-        else:
-            future.set_result(state)
-            with self._lock:
-                kept = self._folders.get(key)
-                if kept is None or kept.version <= state.version:  # a slower pass over an older manifest loses
-                    self._folders[key] = state
-        finally:
-            with self._lock:
-                if self._reading.get(key) is reading:
-                    del self._reading[key]
+            raise
+        with self._lock:
+            kept = self._folders.get(key)
+            if kept is None or kept.version <= state.version:  # a slower pass over an older manifest loses
+                self._folders[key] = state
+        self._done(key, reading)  # after the state is kept: a search in between would read it again
+        future.set_result(state)
+        return state
+
+    def _done(self, key: tuple[str, str], reading: tuple[int, Future[_FolderState]]) -> None:
+        with self._lock:
+            if self._reading.get(key) is reading:
+                del self._reading[key]
 
 
 def _pass(store: Store, folder: RegisteredFolder, version: int) -> _FolderState:

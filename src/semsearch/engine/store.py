@@ -762,9 +762,9 @@ class Store:
             where += f" AND {sql_in('path', paths)}"
         # Only the entry's columns, each converted whole: rows as dicts (every column, timestamps as
         # datetimes) took half of this read, which a search's coverage note makes per folder.
+        fields = ["path", "mtime_ns", "size", "sha256", "chunks"]
         marked = ["embedded"] if "embedded" in self._files.schema.names else []
-        columns = ["path", "mtime_ns", "size", "sha256", "chunks", *marked]
-        table = self._files.search().where(where).select(columns).limit(None).to_arrow()
+        table = self._files.search().where(where).select([*fields, *marked]).limit(None).to_arrow()
         embedded = table["embedded"].to_pylist() if marked else [None] * table.num_rows
         return [
             ManifestEntry(
@@ -776,7 +776,7 @@ class Store:
                 embedded=done is not False,  # null: a row from before lexical passes
             )
             for path, mtime_ns, size, sha256, chunks, done in zip(
-                *(table[c].to_pylist() for c in columns[:5]), embedded, strict=True
+                *(table[c].to_pylist() for c in fields), embedded, strict=True
             )
         ]
 

@@ -378,11 +378,12 @@ class _Server(MCPServer):
             CALLER_TOKEN.reset(reset)
 
 
-# What each generated tool takes of its REST request: what an agent needs, nothing diagnostic.
 # `index`: the files an agent just edited, embedded next by a run under way. The REST field's bound and
 # words; each path is checked with the whole request (`Bridge.index`), so a bad one gets the API's one line.
 _PATHS = RunRequest.model_fields["paths"]
 PATHS: Any = _ANNOTATED[(list[str], *_PATHS.metadata, Field(description=_PATHS.description))]
+
+# What each generated tool takes of its REST request: what an agent needs, nothing diagnostic.
 SEARCH_FIELDS = ("query", "k", "folder", "path_glob", "ext", "exclude", "mode", "include_all", "min_score")
 GATHER_FIELDS = ("query", "k", "folder", "path_glob", "ext", "exclude", "context_lines", "max_tokens")
 GREP_FIELDS = ("pattern", "folder", "file_glob", "case_sensitive", "regex", "max_results")
