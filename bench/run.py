@@ -583,7 +583,9 @@ def main() -> None:
         for name, bound in (
             ("corpus", default_bound),
             ("synthetic10000", default_bound),
-            (f"synthetic{args.big}", 2 * args.big),  # over the default bound: what holding it would give
+            # Held by default up to the bound (through its own ANN index from SEMSEARCH_ANN_MIN_ROWS);
+            # a larger table is held anyway here, to show what that would give.
+            (f"synthetic{args.big}", max(default_bound, args.big)),
         )
     }
 
@@ -836,7 +838,13 @@ def report() -> None:
             rows.append(
                 (f"query {key} p50/p95/p99 ms, restarted API", f"{seq['p50_ms']}/{seq['p95_ms']}/{seq['p99_ms']}", "")
             )
-            rows.append((f"API peak RSS MB {key}, restarted", entry["restarted"]["apiPeakRssMb"], "≤ 600 at 100k"))
+            rows.append(
+                (
+                    f"API peak RSS MB {key}, restarted",
+                    entry["restarted"]["apiPeakRssMb"],
+                    "≤ 600 at 100k, LanceDB alone; the in-memory copy adds ~2.7 KB a chunk",
+                )
+            )
         if "duringIndexing" in entry:
             rows.append(("query p99 during indexing (× idle)", entry["p99RatioToIdle"], "≤ 3"))
             rows.append(("MCP stdio search p50 ms", entry["mcpStdio"]["p50_ms"], "≤ 40"))

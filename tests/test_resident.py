@@ -123,6 +123,60 @@ def test_over_the_bound_nothing_is_held(tmp_path: Path) -> None:
     assert ResidentCache(0, COLUMNS).current(table) is None  # 0: never
 
 
+def _clustered(tmp_path: Path, n: int, dimension: int = 32) -> tuple[lancedb.table.Table, np.ndarray]:
+    """Rows around 40 centres, every third with one or two definitions' vectors after its own (the
+    search lists code chunks have); and 60 queries near the centres."""
+    rng = np.random.default_rng(11)
+    centres = rng.normal(size=(40, dimension))
+    vectors = (centres[rng.integers(0, 40, n)] + rng.normal(scale=0.6, size=(n, dimension))).astype(np.float32)
+    lists = []
+    for i in range(n):
+        extra = rng.normal(size=(i % 3 == 0) * int(rng.integers(1, 3)) * dimension).reshape(-1, dimension)
+        unit = extra / np.linalg.norm(extra, axis=1, keepdims=True) if len(extra) else extra
+        lists.append([vectors[i].tolist(), *unit.astype(np.float32).tolist()])
+    table = lancedb.connect(str(tmp_path / "db")).create_table(
+        "chunks",
+        data=pa.table(
+            {
+                "id": [f"c{i}" for i in range(n)],
+                "path": [f"{'src' if i % 3 else 'docs'}/f{i}.txt" for i in range(n)],
+                "text": [f"chunk number {i}" for i in range(n)],
+                "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dimension),
+                "search_vectors": pa.array(lists, type=pa.list_(pa.list_(pa.float32(), dimension))),
+            }
+        ),
+    )
+    queries = (centres[rng.integers(0, 40, 60)] + rng.normal(scale=0.6, size=(60, dimension))).astype(np.float32)
+    return table, queries
+
+
+def test_a_large_copy_answers_through_its_ann_index_with_the_flat_scans_cosines(tmp_path: Path) -> None:
+    table, queries = _clustered(tmp_path, 4000)
+    flat = ResidentCache(10**6, COLUMNS).load(table)
+    probed = ResidentCache(10**6, COLUMNS, ann_min_rows=1000).load(table)
+    assert flat is not None and flat.ann is None and probed is not None and probed.ann is not None
+    # Counted in what the copy takes: its index, and its vectors at half the size (float16).
+    assert flat.names is not None and probed.ann.nbytes > 0
+    halved = (flat.matrix.nbytes + flat.names.nbytes) // 2
+    assert probed.nbytes == flat.nbytes - halved + probed.ann.nbytes
+    found = wanted = 0
+    # All rows, two thirds (probed with a selector), one in 400 (too narrow to probe: its rows, exactly).
+    for where in ("true", "path LIKE 'src/%'", "path LIKE 'docs/f99%'"):
+        for names in (True, False):
+            for query in queries:
+                exact = flat.nearest(query, 10, where, names)
+                got = probed.nearest(query, 10, where, names)
+                cosine = {r["id"]: r["cosine"] for r in flat.nearest(query, 4000, where, names)}
+                assert len(got) == len(exact) and all(r["id"] in cosine for r in got), where  # the filter holds
+                assert all(abs(r["cosine"] - cosine[r["id"]]) < 2e-3 for r in got)  # scored exactly (from float16)
+                assert [r["cosine"] for r in got] == sorted((r["cosine"] for r in got), reverse=True)
+                found += len({r["id"] for r in got} & {r["id"] for r in exact})
+                wanted += len(exact)
+                if where.startswith("path LIKE 'docs/f99"):
+                    assert [r["id"] for r in got] == [r["id"] for r in exact]
+    assert found / wanted >= 0.98  # recall@10 against the flat scan
+
+
 def _answers(db: semsearch.Database) -> list[Any]:
     """Every arm and filter the routes pass on, for a handful of questions."""
     options: list[dict[str, Any]] = [
@@ -171,3 +225,19 @@ def test_the_engine_answers_alike_with_and_without_the_copy(tmp_path: Path) -> N
         assert db.search("zorbified kelvin", k=3)[0].rel_path == "src/weather.py"  # at once, not after a reload
         _until(lambda: db.status().in_memory == db.status().chunks > held)
         assert db.search("zorbified kelvin", k=3)[0].rel_path == "src/weather.py"
+        after_edit = _answers(db)
+    # The copy searched through its own ANN index (from 10 chunks here): the same hits in the same
+    # order; scores agree to float16's precision.
+    with semsearch.connect(tmp_path / "data", corpus_root=tmp_path, ann_min_rows=10) as db:
+        _until(lambda: db.status().in_memory)
+        copy = db._backend.store.resident.copy  # type: ignore[attr-defined]  # the engine's, to see the path taken
+        assert copy is not None and copy.ann is not None
+        assert db.search("zorbified kelvin", k=3)[0].rel_path == "src/weather.py"
+        probed = _answers(db)
+    for (query, option, hits, vector, lexical), (_, _, want, want_vector, want_lexical) in zip(
+        probed, after_edit, strict=True
+    ):
+        assert [h[:2] + h[3:] for h in hits] == [h[:2] + h[3:] for h in want], (query, option)
+        assert all(abs(h[2] - w[2]) < 1e-3 for h, w in zip(hits, want, strict=True))
+        # The vector arm's pool: the same chunks; near-equal cosines may swap places at float16's precision.
+        assert (set(vector), lexical) == (set(want_vector), want_lexical), (query, option)

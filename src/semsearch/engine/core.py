@@ -86,6 +86,7 @@ class Engine:
             read_consistency=timedelta(seconds=settings.read_consistency_s) if replica else None,
             resident_rows=settings.resident_rows,
             local_copy=copy,
+            ann_min_rows=settings.ann_min_rows,
         )
         self.store.warm()
         # With the index on object storage the folder list and the run queue live beside it:

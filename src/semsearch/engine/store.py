@@ -258,12 +258,14 @@ class Store:
         read_consistency: timedelta | None = None,
         resident_rows: int = 0,
         local_copy: LocalCopy | None = None,
+        ann_min_rows: int = 0,
     ) -> None:
         """`read_consistency`: a query replica's — it never writes, and sees what the writer commits
         within that interval (LanceDB re-checks for new versions, `refresh` for new tables).
         `resident_rows`: a chunks table up to this size is also held in memory for searches
-        (engine/resident.py); 0: never. `local_copy`: a query replica's copy of an index on object
-        storage (engine/local_copy.py), answering once it is made."""
+        (engine/resident.py), from `ann_min_rows` chunks with an ANN index of its own; 0: never.
+        `local_copy`: a query replica's copy of an index on object storage (engine/local_copy.py),
+        answering once it is made."""
         self.location = location
         self.read_consistency = read_consistency
         self.local_copy = local_copy
@@ -280,7 +282,7 @@ class Store:
         self.retention = retention
         self.housekeeping_every = housekeeping_every
         self._writes = 0
-        self.resident = ResidentCache(resident_rows, RESULT_COLUMNS)
+        self.resident = ResidentCache(resident_rows, RESULT_COLUMNS, ann_min_rows)
         # Moves with every write to the manifest this process makes or sees (what coverage caches
         # is then old); a counter, as reading the table's version costs a search ~0.2 ms.
         self.manifest_epoch = 0
