@@ -123,29 +123,29 @@ def test_over_the_bound_nothing_is_held(tmp_path: Path) -> None:
     assert ResidentCache(0, COLUMNS).current(table) is None  # 0: never
 
 
-def _clustered(tmp_path: Path, n: int, dimension: int = 32) -> tuple[lancedb.table.Table, np.ndarray]:
+def _clustered(
+    tmp_path: Path, n: int, dimension: int = 32, lists: bool = True
+) -> tuple[lancedb.table.Table, np.ndarray]:
     """Rows around 40 centres, every third with one or two definitions' vectors after its own (the
-    search lists code chunks have); and 60 queries near the centres."""
+    search lists code chunks have; none with `lists` false, as in prose); and 60 queries near the
+    centres."""
     rng = np.random.default_rng(11)
     centres = rng.normal(size=(40, dimension))
     vectors = (centres[rng.integers(0, 40, n)] + rng.normal(scale=0.6, size=(n, dimension))).astype(np.float32)
-    lists = []
+    search_lists = []
     for i in range(n):
         extra = rng.normal(size=(i % 3 == 0) * int(rng.integers(1, 3)) * dimension).reshape(-1, dimension)
         unit = extra / np.linalg.norm(extra, axis=1, keepdims=True) if len(extra) else extra
-        lists.append([vectors[i].tolist(), *unit.astype(np.float32).tolist()])
-    table = lancedb.connect(str(tmp_path / "db")).create_table(
-        "chunks",
-        data=pa.table(
-            {
-                "id": [f"c{i}" for i in range(n)],
-                "path": [f"{'src' if i % 3 else 'docs'}/f{i}.txt" for i in range(n)],
-                "text": [f"chunk number {i}" for i in range(n)],
-                "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dimension),
-                "search_vectors": pa.array(lists, type=pa.list_(pa.list_(pa.float32(), dimension))),
-            }
-        ),
-    )
+        search_lists.append([vectors[i].tolist(), *unit.astype(np.float32).tolist()])
+    columns = {
+        "id": [f"c{i}" for i in range(n)],
+        "path": [f"{'src' if i % 3 else 'docs'}/f{i}.txt" for i in range(n)],
+        "text": [f"chunk number {i}" for i in range(n)],
+        "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dimension),
+    }
+    if lists:
+        columns["search_vectors"] = pa.array(search_lists, type=pa.list_(pa.list_(pa.float32(), dimension)))
+    table = lancedb.connect(str(tmp_path / "db")).create_table("chunks", data=pa.table(columns))
     queries = (centres[rng.integers(0, 40, 60)] + rng.normal(scale=0.6, size=(60, dimension))).astype(np.float32)
     return table, queries
 
@@ -175,6 +175,15 @@ def test_a_large_copy_answers_through_its_ann_index_with_the_flat_scans_cosines(
                 if where.startswith("path LIKE 'docs/f99"):
                     assert [r["id"] for r in got] == [r["id"] for r in exact]
     assert found / wanted >= 0.98  # recall@10 against the flat scan
+    # A table of prose (no definitions' vectors): the chunks' own vectors alone.
+    plain, queries = _clustered(tmp_path / "plain", 1500, lists=False)
+    flat, probed = ResidentCache(10**6, COLUMNS).load(plain), ResidentCache(10**6, COLUMNS, 100).load(plain)
+    assert flat is not None and probed is not None and probed.ann is not None and probed.names is None
+    found = 0
+    for query in queries:
+        got, exact = probed.nearest(query, 10, "true"), flat.nearest(query, 10, "true")
+        found += len({r["id"] for r in got} & {r["id"] for r in exact})
+    assert found / (10 * len(queries)) >= 0.98
 
 
 def _answers(db: semsearch.Database) -> list[Any]:

@@ -885,7 +885,10 @@ class Status(Wire):
         description="Chunks held in memory for searches at the table's current version (SEMSEARCH_RESIDENT_ROWS); "
         "null while none is: over the bound, just written to (a reload follows within seconds), or switched off.",
     )
-    in_memory_bytes: int | None = Field(None, description="What that copy takes: its rows and vectors.")
+    in_memory_bytes: int | None = Field(
+        None,
+        description="What that copy takes: its rows and vectors, and from SEMSEARCH_ANN_MIN_ROWS chunks its IVF index.",
+    )
     local_copy: LocalCopyStatus | None = Field(
         None,
         description="A query replica over object storage: its copy of the index on local disk (tokens that "

@@ -81,7 +81,9 @@ class MemoryAnn:
         for params.nprobe in (probes, self.lists):  # fewer chunks than asked for: every list, once
             _, found = self.index.search(unit_query.reshape(1, -1), wanted, params=params)
             ids = found[0][found[0] >= 0]
-            owners = np.unique(np.where(ids < self.rows, ids, self.name_owner[np.maximum(ids - self.rows, 0)]))
+            named = ids >= self.rows
+            ids[named] = self.name_owner[ids[named] - self.rows]
+            owners = np.unique(ids)
             if len(owners) >= limit:
                 break
         return owners
