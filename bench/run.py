@@ -302,6 +302,16 @@ def query_latency(url: str, queries: list[str], clients: int = 1, mode: str = "h
     return percentiles(samples) | {"qps": round(len(samples) / wall, 1), "clients": clients, "stagesP50_ms": medians}
 
 
+def wait_for_copy(url: str, data_dir: Path) -> None:
+    """Until the API's in-memory copy of the index has loaded (searches are warm only then: until it
+    has, LanceDB answers them while the load takes the cores)."""
+    deadline = time.monotonic() + 300
+    while httpx.get(f"{url}/v1/status", timeout=30).json().get("inMemory") is None:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the in-memory copy of {data_dir} did not load; see {data_dir}/api.log")
+        time.sleep(0.2)
+
+
 def memory_copy_ab(data_dir: Path, address: str, queries: list[str], bound: int, rounds: int = 2) -> dict[str, Any]:
     """The same index served with the in-memory copy (SEMSEARCH_RESIDENT_ROWS=bound) and without
     it (0), a fresh API process each, in alternating rounds: p50/p99 (medians over the rounds),
@@ -312,11 +322,7 @@ def memory_copy_ab(data_dir: Path, address: str, queries: list[str], bound: int,
             api, env = start_api(data_dir, address, SEMSEARCH_RESIDENT_ROWS=setting)
             url = env["SEMSEARCH_URL"]
             if arm == "inMemory":  # the copy loads in the background at start-up: measure it loaded
-                deadline = time.monotonic() + 300
-                while httpx.get(f"{url}/v1/status", timeout=30).json().get("inMemory") is None:
-                    if time.monotonic() > deadline:
-                        raise RuntimeError(f"the in-memory copy of {data_dir} did not load; see {data_dir}/api.log")
-                    time.sleep(0.2)
+                wait_for_copy(url, data_dir)
             runs[arm].append(query_latency(url, queries) | {"apiPeakRssMb": round(rss_peak_mb(api.pid), 1)})
             api.stop()
     out: dict[str, Any] = {"bound": bound}
@@ -541,6 +547,8 @@ def main() -> None:
         started = time.perf_counter()
         vectors = synthetic_table(env, work / "run" / "corpus" / "index", rows, work / "run" / f"syn{rows}")
         build = time.perf_counter() - started
+        if rows <= Settings().resident_rows:
+            wait_for_copy(env["SEMSEARCH_URL"], work / "run" / f"synthetic{rows}")
         entry: dict[str, Any] = {
             "chunks": rows,
             "buildSeconds": round(build, 1),
@@ -570,6 +578,8 @@ def main() -> None:
         # The same index served by a fresh API process (after a restart, or once the process
         # that built it is replaced): latency and memory without the build's leftovers.
         api, env = start_api(work / "run" / f"synthetic{rows}", address)
+        if rows <= Settings().resident_rows:
+            wait_for_copy(env["SEMSEARCH_URL"], work / "run" / f"synthetic{rows}")
         entry["restarted"] = {
             "sequential": query_latency(env["SEMSEARCH_URL"], queries),
             "apiPeakRssMb": round(rss_peak_mb(api.pid), 1),

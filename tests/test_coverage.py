@@ -135,3 +135,43 @@ def test_searches_at_once_read_a_folders_pass_once(tmp_path: Path, monkeypatch: 
         assert all(answer == answers[0] for answer in answers) and answers[0].files == 3
         store.manifest_epoch += 1  # a write: the next search reads the pass again, once
         assert cache.coverage(store, folders) == answers[0] and len(reads) == 2
+
+
+def test_a_pass_that_is_only_old_is_read_again_beside_the_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When a folder's pass has only aged (the manifest has not changed), the search that finds it
+    so answers with it at once and the pass is read beside it; the next answers carry what it found
+    (a file edited on disk meanwhile). The search finding it old used to wait for the pass."""
+    from semsearch.engine import coverage as module
+
+    write_tree(tmp_path / "harbour", FILES)
+    with semsearch.connect(tmp_path / "data", corpus_root=tmp_path) as db:
+        db.add(tmp_path / "harbour")
+        db.index()
+        engine: Any = db._backend
+        store, folders = engine.store, engine.registry.all()
+        monkeypatch.setattr(module, "COVERAGE_REUSE_S", 0.0)  # every state is old as soon as it is read
+        cache = CoverageCache()
+        first = cache.coverage(store, folders)  # nothing held yet: this search reads the pass
+        assert (first.files, first.stale) == (3, 0)
+        real, reads, held = store.manifest, [], threading.Event()
+
+        def slow(folder: str, paths: list[str] | None = None) -> Any:
+            reads.append(folder)
+            assert held.wait(30)
+            return real(folder, paths)
+
+        monkeypatch.setattr(store, "manifest", slow)
+        edited = tmp_path / "harbour" / "docs" / "harbour.md"
+        edited.write_text(edited.read_text() + "\nEdited on disk after the run.\n")
+        os.utime(edited, ns=(edited.stat().st_atime_ns, edited.stat().st_mtime_ns + 10**9))
+        assert cache.coverage(store, folders) == first  # at once, while the pass is held
+        deadline = time.monotonic() + 30
+        while reads != ["harbour"]:  # …being read beside the answer
+            assert time.monotonic() < deadline, reads
+            time.sleep(0.02)
+        held.set()
+        while cache.coverage(store, folders).stale != 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)

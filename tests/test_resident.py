@@ -186,6 +186,27 @@ def test_a_large_copy_answers_through_its_ann_index_with_the_flat_scans_cosines(
     assert found / (10 * len(queries)) >= 0.98
 
 
+def test_the_ann_lists_are_trained_once_per_table_and_kept_while_it_grows(tmp_path: Path) -> None:
+    table, queries = _clustered(tmp_path / "a", 1200)
+    cache = ResidentCache(10**6, COLUMNS, ann_min_rows=100)
+    assert cache.load(table) is not None
+    trained = cache._trained  # the lists, private: what a reload must not redo
+    assert trained is not None
+    more = table.search().limit(300).to_arrow()
+    table.add(more.set_column(0, "id", pa.array([f"more{i}" for i in range(300)])))
+    grown = cache.load(table)  # a quarter more rows: the same lists
+    assert grown is not None and grown.ann is not None and cache._trained is trained
+    assert len(grown.nearest(queries[0], 10, "true")) == 10
+    cache.drop()  # a re-open keeps them…
+    assert cache.load(table) is not None and cache._trained is trained
+    cache.drop(forget_lists=True)  # …a rebuild or an imported snapshot does not
+    assert cache.load(table) is not None and cache._trained is not trained
+    narrow, _ = _clustered(tmp_path / "b", 1200, dimension=16)  # the same name, another model's vectors
+    kept = cache._trained
+    copy = cache.load(narrow)
+    assert copy is not None and cache._trained is not kept and len(copy.nearest(np.ones(16), 5, "true")) == 5
+
+
 def _answers(db: semsearch.Database) -> list[Any]:
     """Every arm and filter the routes pass on, for a handful of questions."""
     options: list[dict[str, Any]] = [

@@ -9,8 +9,9 @@ queries embedded by the real model on `make bench`'s 100k table and prefixes of 
 rows): 0.99–1.0 with these proportions; `make bench` measures it through the API at every size.
 
 The index is derived from the copy and dies with it. Its lists (k-means centroids) are trained once
-and reused by the next copies while the number of vectors stays within a factor of two, so a
-reload after a write costs the assignment of the vectors, not a training.
+and reused by the next copies of the same table while the number of vectors stays within a factor
+of two, so a reload after a write costs the assignment of the vectors, not a training; a rebuild,
+a model switch (another table) or an imported snapshot trains them anew.
 """
 
 from __future__ import annotations
@@ -38,9 +39,14 @@ class Trained:
 
     index: Any  # an empty faiss.IndexIVFScalarQuantizer, trained
     vectors: int  # how many vectors it was trained for
+    table: str  # the table it was trained on: a model switch answers from another
 
-    def fits(self, vectors: int) -> bool:
-        return self.vectors / RETRAIN_FACTOR <= vectors <= self.vectors * RETRAIN_FACTOR
+    def fits(self, vectors: int, dimension: int, table: str) -> bool:
+        return (
+            table == self.table
+            and dimension == self.index.d
+            and self.vectors / RETRAIN_FACTOR <= vectors <= self.vectors * RETRAIN_FACTOR
+        )
 
 
 class MemoryAnn:
@@ -94,16 +100,18 @@ def build(
     norms: np.ndarray,
     names: np.ndarray | None,
     name_owner: np.ndarray | None,
+    table: str,
     reuse: Trained | None,
 ) -> tuple[MemoryAnn, Trained]:
     """An index over the copy's vectors: own ones divided by their lengths (the cosine the flat scan
     computes), definitions' as stored (unit length, as the flat scan takes them); the lists from
-    `reuse` when they fit this many vectors, else trained on a sample."""
+    `reuse` when they were trained on this table for about this many vectors, else trained on a
+    sample."""
     import faiss
 
     rows, dimension = matrix.shape
     total = rows + (0 if names is None else len(names))
-    trained = reuse if reuse is not None and reuse.fits(total) else None
+    trained = reuse if reuse is not None and reuse.fits(total, dimension, table) else None
     if trained is None:
         lists = max(1, int(LISTS_PER_SQRT * math.sqrt(total)))
         sample = np.sort(np.random.default_rng(0).choice(total, min(total, lists * TRAIN_PER_LIST), replace=False))
@@ -116,7 +124,7 @@ def build(
             quantizer, dimension, lists, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
         )
         empty.train(np.ascontiguousarray(np.concatenate(vectors), dtype=np.float32))
-        trained = Trained(empty, total)
+        trained = Trained(empty, total, table)
     with _trained_lock:  # a clone of the trained, empty index: the template stays empty
         index = faiss.clone_index(trained.index)
     for start in range(0, rows, ADD_BATCH):

@@ -303,7 +303,7 @@ class ResidentCache:
         fixed_norms = np.where(norms == 0, 1.0, norms)
         ann = None
         if probed:
-            ann, self._trained = memory_ann.build(matrix, fixed_norms, held_names, owner, self._trained)
+            ann, self._trained = memory_ann.build(matrix, fixed_norms, held_names, owner, table.name, self._trained)
         copy = Resident(
             source=table,
             version=version,
@@ -334,6 +334,9 @@ class ResidentCache:
                 self._loading = False
                 self._next_load = time.monotonic() + max(COOL_DOWN_MIN_S, COOL_DOWN_LOADS * self.last_load_s)
 
-    def drop(self) -> None:
-        """Forget the copy (the table was replaced or reset)."""
+    def drop(self, forget_lists: bool = False) -> None:
+        """Forget the copy (the table was re-opened, replaced or reset) and, with `forget_lists`
+        (another index under the same name: a rebuild, an imported snapshot), the trained lists."""
         self.copy = None
+        if forget_lists:
+            self._trained = None

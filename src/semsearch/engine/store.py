@@ -1044,7 +1044,7 @@ class Store:
             self._symbols = self._db.create_table(SYMBOLS, schema=SYMBOL_SCHEMA)
             self.facts = IndexFacts()
             self.manifest_epoch += 1
-            self.resident.drop()
+            self.resident.drop(forget_lists=True)
 
     # --- snapshots -------------------------------------------------------------------
 
@@ -1076,6 +1076,7 @@ class Store:
                 staged.rename(self.index_dir)
                 commit()
                 self.notice = None
+                self.resident.drop(forget_lists=True)  # another index: its lists are trained anew
                 self._open()
                 self.generation += 1
             shutil.rmtree(previous, ignore_errors=True)
