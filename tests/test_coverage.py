@@ -7,6 +7,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -94,84 +95,85 @@ def test_the_note_reaches_mcp_gather_and_the_cli(harbour: tuple[Stack, Path]) ->
     assert "coverage: skipped:" in table.stderr
 
 
-def test_searches_at_once_read_a_folders_pass_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Eight searches needing the same folder's pass at the same moment (after a write, or when it
-    expires) read it once and all get it; each reading it for itself made the slowest answers under
-    load. Through the library's engine and the real store; the manifest read is only counted, and
-    the first held until all eight have asked."""
+@pytest.fixture
+def harbour_engine(tmp_path: Path) -> Iterator[tuple[Any, Any]]:
+    """The harbour folder indexed through the library's engine: its real store and folders."""
     write_tree(tmp_path / "harbour", FILES)
     with semsearch.connect(tmp_path / "data", corpus_root=tmp_path) as db:
         db.add(tmp_path / "harbour")
         db.index()
         engine: Any = db._backend
-        store, folders = engine.store, engine.registry.all()
-        real = store.manifest
-        reads: list[str] = []
-        asked: list[int] = []
-        everyone = threading.Event()
+        yield engine.store, engine.registry.all()
 
-        def counted(folder: str, paths: list[str] | None = None) -> Any:
-            reads.append(folder)
-            if len(reads) == 1:
-                assert everyone.wait(30)
-            return real(folder, paths)
 
-        monkeypatch.setattr(store, "manifest", counted)
-        cache = CoverageCache()
-        answers: list[Coverage] = []
+def test_searches_at_once_read_a_folders_pass_once(harbour_engine: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Eight searches needing the same folder's pass at the same moment (after a write, or when it
+    expires) read it once and all get it; each reading it for itself made the slowest answers under
+    load. Through the library's engine and the real store; the manifest read is only counted, and
+    the first held until all eight have asked."""
+    store, folders = harbour_engine
+    real = store.manifest
+    reads: list[str] = []
+    asked: list[int] = []
+    everyone = threading.Event()
 
-        def search() -> None:
-            asked.append(1)
-            if len(asked) == 8:
-                everyone.set()
-            answers.append(cache.coverage(store, folders))
+    def counted(folder: str, paths: list[str] | None = None) -> Any:
+        reads.append(folder)
+        if len(reads) == 1:
+            assert everyone.wait(30)
+        return real(folder, paths)
 
-        threads = [threading.Thread(target=search) for _ in range(8)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=60)
-        assert len(answers) == 8 and reads == ["harbour"], reads
-        assert all(answer == answers[0] for answer in answers) and answers[0].files == 3
-        store.manifest_epoch += 1  # a write: the next search reads the pass again, once
-        assert cache.coverage(store, folders) == answers[0] and len(reads) == 2
+    monkeypatch.setattr(store, "manifest", counted)
+    cache = CoverageCache()
+    answers: list[Coverage] = []
+
+    def search() -> None:
+        asked.append(1)
+        if len(asked) == 8:
+            everyone.set()
+        answers.append(cache.coverage(store, folders))
+
+    threads = [threading.Thread(target=search) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(answers) == 8 and reads == ["harbour"], reads
+    assert all(answer == answers[0] for answer in answers) and answers[0].files == 3
+    store.manifest_epoch += 1  # a write: the next search reads the pass again, once
+    assert cache.coverage(store, folders) == answers[0] and len(reads) == 2
 
 
 def test_a_pass_that_is_only_old_is_read_again_beside_the_answer(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    harbour_engine: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """When a folder's pass has only aged (the manifest has not changed), the search that finds it
     so answers with it at once and the pass is read beside it; the next answers carry what it found
     (a file edited on disk meanwhile). The search finding it old used to wait for the pass."""
     from semsearch.engine import coverage as module
 
-    write_tree(tmp_path / "harbour", FILES)
-    with semsearch.connect(tmp_path / "data", corpus_root=tmp_path) as db:
-        db.add(tmp_path / "harbour")
-        db.index()
-        engine: Any = db._backend
-        store, folders = engine.store, engine.registry.all()
-        monkeypatch.setattr(module, "COVERAGE_REUSE_S", 0.0)  # every state is old as soon as it is read
-        cache = CoverageCache()
-        first = cache.coverage(store, folders)  # nothing held yet: this search reads the pass
-        assert (first.files, first.stale) == (3, 0)
-        real, reads, held = store.manifest, [], threading.Event()
+    store, folders = harbour_engine
+    monkeypatch.setattr(module, "COVERAGE_REUSE_S", 0.0)  # every state is old as soon as it is read
+    cache = CoverageCache()
+    first = cache.coverage(store, folders)  # nothing held yet: this search reads the pass
+    assert (first.files, first.stale) == (3, 0)
+    real, reads, held = store.manifest, [], threading.Event()
 
-        def slow(folder: str, paths: list[str] | None = None) -> Any:
-            reads.append(folder)
-            assert held.wait(30)
-            return real(folder, paths)
+    def slow(folder: str, paths: list[str] | None = None) -> Any:
+        reads.append(folder)
+        assert held.wait(30)
+        return real(folder, paths)
 
-        monkeypatch.setattr(store, "manifest", slow)
-        edited = tmp_path / "harbour" / "docs" / "harbour.md"
-        edited.write_text(edited.read_text() + "\nEdited on disk after the run.\n")
-        os.utime(edited, ns=(edited.stat().st_atime_ns, edited.stat().st_mtime_ns + 10**9))
-        assert cache.coverage(store, folders) == first  # at once, while the pass is held
-        deadline = time.monotonic() + 30
-        while reads != ["harbour"]:  # …being read beside the answer
-            assert time.monotonic() < deadline, reads
-            time.sleep(0.02)
-        held.set()
-        while cache.coverage(store, folders).stale != 1:
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+    monkeypatch.setattr(store, "manifest", slow)
+    edited = tmp_path / "harbour" / "docs" / "harbour.md"
+    edited.write_text(edited.read_text() + "\nEdited on disk after the run.\n")
+    os.utime(edited, ns=(edited.stat().st_atime_ns, edited.stat().st_mtime_ns + 10**9))
+    assert cache.coverage(store, folders) == first  # at once, while the pass is held
+    deadline = time.monotonic() + 30
+    while reads != ["harbour"]:  # …being read beside the answer
+        assert time.monotonic() < deadline, reads
+        time.sleep(0.02)
+    held.set()
+    while cache.coverage(store, folders).stale != 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
