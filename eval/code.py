@@ -22,8 +22,7 @@ from rich.table import Table
 
 from eval.codesets import BUILDERS as OTHER_LANGUAGES
 from eval.datasets import BUILDERS, Dataset
-from eval.run import MODES, Evaluator, arguments, as_run, console, save, score
-from semsearch.config import Settings
+from eval.run import MODES, Evaluator, arguments, as_run, console, index_dir, save, score
 from tests.processes import start_api, start_embedder
 
 CODE_SETS = ("code", "rich-doc", "boltons-doc", *OTHER_LANGUAGES)
@@ -95,7 +94,7 @@ def main() -> None:
             found[key] = {"queries": len(data.queries["test"]), "source": data.source, "settings": tried}
             for chunker in args.chunkers.split(","):
                 extra = {"SEMSEARCH_CODE_CHUNKER": chunker} | tried
-                data_dir = args.work / "data" / Settings().model_compute / f"{name}-{chunker}{label}"
+                data_dir = index_dir(args.work, data, chunker).with_name(f"{name}-{chunker}{label}")
                 service, env = start_api(data_dir, addr, **extra)
                 try:
                     summary = evaluator.index(data, env | extra)

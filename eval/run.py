@@ -19,9 +19,12 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import multiprocessing
+import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -30,17 +33,29 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
+from eval.codesets import BUILDERS as OTHER_LANGUAGES
 from eval.datasets import BUILDERS, HERE, SHARED, Dataset
 from semsearch.config import Settings
 from semsearch.engine.fusion import Candidate, is_question, params_from, rank
 from semsearch.engine.lexical import query_terms
-from semsearch.ranking import SHIPPED_FILE, FusionParams, shipped_document
+from semsearch.ranking import SHIPPED, SHIPPED_FILE, SHIPPED_GATE, FusionParams, shipped_document
 from tests.processes import Service, start_api, start_embedder
 
 MODES = ("vector", "lexical", "hybrid")
 ARMS = ("vector", "lexical")
 METRICS = ("nDCG@10", "Recall@10", "Recall@100", "MRR@10")
+FUNCTION = "functionHit@10"  # a code set built from doc comments, judged by the definition itself
+# Every set the fusion is tuned and judged on, each held out in turn.
+SETS = BUILDERS | OTHER_LANGUAGES
 console = Console()
+
+
+def index_dir(work: Path, data: Dataset, chunker: str | None = None) -> Path:
+    """Where a set's index lives: one per compute type (the API refuses vectors of the other one,
+    their model ids differ) and, for code, per chunker, so `eval.run` and `eval.code` share one."""
+    settings = Settings()
+    name = data.name if data.kind != "code" else f"{data.name}-{chunker or settings.code_chunker}"
+    return work / "data" / settings.model_compute / name
 
 
 def load_scorer() -> Any:
@@ -124,12 +139,13 @@ class Evaluator:
         with httpx.Client(base_url=env["SEMSEARCH_URL"], timeout=120) as http:
             for qid, text in data.queries[split].items():
                 arms = self.ask(http, data, text, "hybrid", arms=True)["arms"]
-                out[qid] = {arm: [(a["id"], a["relPath"], a["cosine"], a["bm25"]) for a in arms[arm][:ARM_DEPTH]]
-                            for arm in ARMS} | {"query": text}  # fmt: skip
+                out[qid] = {arm: [(a["id"], a["relPath"], a["cosine"], a["bm25"], a["startLine"], a["endLine"])
+                                  for a in arms[arm][:ARM_DEPTH]] for arm in ARMS} | {"query": text}  # fmt: skip
         return out
 
 
 ARM_DEPTH = 100  # each arm's top candidates replayed offline (the table is @10 and @100)
+ARMS_FORMAT = 2  # arms cached before it carry no chunk lines (function Hit@10 needs them)
 GATES = (1.0, 0.05)  # lexicalMaxDocFreq: the informative-term gate off, and on
 MARGIN = 0.02  # hybrid may fall this far under its better arm, and no further
 
@@ -143,6 +159,7 @@ class Prepared:
     lexical: list[Candidate]
     doc_of: dict[str, str]  # chunk id -> document id
     path_of: dict[str, str]  # chunk id -> its path
+    lines_of: dict[str, tuple[int, int]]  # chunk id -> its first and last line
 
 
 @dataclass
@@ -166,6 +183,7 @@ class Unit:
                     [Candidate(a[0], a[3]) for a in arm["lexical"]],
                     {a[0]: self.data.doc_id(a[1]) for a in arm["vector"] + arm["lexical"]},
                     {a[0]: a[1] for a in arm["vector"] + arm["lexical"]},
+                    {a[0]: (a[4], a[5]) for a in arm["vector"] + arm["lexical"] if len(a) > 5},
                 )
                 for qid, arm in self.arms[gate].items()
             }
@@ -175,9 +193,49 @@ class Unit:
 def offline_run(
     unit: Unit, mode: str, params: FusionParams, gate: float = 1.0, boosts: dict[str, float] | None = None
 ) -> dict[str, dict[str, float]]:
-    """What the API would rank for each query, through the engine's own `rank` (one arm alone is
-    that arm's order, path boosts multiplied in, as the API ranks it)."""
+    """What the API would rank for each query, by document (`group=file`), through the engine's
+    own `rank` (one arm alone is that arm's order, path boosts multiplied in, as the API ranks it)."""
     run = {}
+    for qid, (q, fused) in ranked_chunks(unit, mode, params, gate, boosts).items():
+        ranked: dict[str, None] = {}
+        for chunk in fused:
+            ranked.setdefault(q.doc_of[chunk], None)
+            if len(ranked) >= 100:
+                break
+        run[qid] = as_run(list(ranked))
+    return run
+
+
+def function_hits(
+    unit: Unit, mode: str, params: FusionParams, gate: float = 1.0, boosts: dict[str, float] | None = None
+) -> float:
+    """Function Hit@10 as `eval.code` measures it live: one of the ten best chunks (no grouping)
+    covers the line where the definition the sentence documented starts."""
+    hits = 0
+    found = ranked_chunks(unit, mode, params, gate, boosts)
+    for qid, (q, fused) in found.items():
+        targets = unit.data.definitions[qid]
+        hits += any(
+            q.path_of[c] == path and q.lines_of[c][0] <= line <= q.lines_of[c][1]
+            for c in fused[:10]
+            for path, line in targets
+        )
+    return round(hits / len(found), 4)
+
+
+def unit_score(
+    unit: Unit, mode: str, params: FusionParams, gate: float = 1.0, boosts: dict[str, float] | None = None
+) -> float:
+    """The unit's own metric for one arm or the fusion, replayed offline."""
+    if unit.metric == FUNCTION:
+        return function_hits(unit, mode, params, gate, boosts)
+    return score(unit.data.qrels[unit.split], offline_run(unit, mode, params, gate, boosts))[unit.metric]
+
+
+def ranked_chunks(
+    unit: Unit, mode: str, params: FusionParams, gate: float, boosts: dict[str, float] | None
+) -> dict[str, tuple[Prepared, list[str]]]:
+    out = {}
     for qid, q in unit.queries(gate).items():
         vector, lexical = (
             (q.vector, q.lexical) if mode == "hybrid" else (q.vector, []) if mode == "vector" else ([], q.lexical)
@@ -191,31 +249,38 @@ def offline_run(
             path_of=q.path_of.__getitem__,
             boosts=boosts,
         )
-        ranked: dict[str, None] = {}
-        for fused in ranking.fused:
-            ranked.setdefault(q.doc_of[fused.id], None)
-            if len(ranked) >= 100:
-                break
-        run[qid] = as_run(list(ranked))
-    return run
+        out[qid] = (q, [fused.id for fused in ranking.fused])
+    return out
 
 
 def grid() -> list[tuple[FusionParams, float]]:
-    """RRF k x the per-query balance x the question offset x lexical-only weight x the gate."""
+    """Both fusions, each with its own knobs, x the gate. By rank (RRF): k x the per-query balance x
+    the question offset x the lexical-only weight. By score (convex): the vector arm's share for
+    other queries x its share for questions."""
     balances = [(0, 0, 0), (9, 12, -0.5), (6, 12, -0.5), (9, 18, -0.5), (9, 12, -1.0), (9, 12, 0.0), (0, 0, -1.0)]
-    return [
-        (
-            replace(
-                FusionParams.plain(k), lexical_gain=lg, vector_gain=vg, bias=b, question_bias=q, lexical_only_weight=lo
-            ),
-            gate,
-        )
+    by_rank = [
+        replace(FusionParams.plain(k), lexical_gain=lg, vector_gain=vg, bias=b, question_bias=q, lexical_only_weight=lo)
         for k in (10, 30)  # 60, the classic, never won a set
         for lg, vg, b in balances
         for q in (0.0, -1.0, -2.0, -3.0, -4.0)
         for lo in (1.0, 0.75, 0.5, 0.25)
-        for gate in GATES
     ]
+    by_score = [
+        replace(FusionParams.plain(), fusion="convex", vector_share=v, question_vector_share=q)
+        for v in (0.4, 0.5, 0.6, 0.7)
+        for q in (0.5, 0.6, 0.7, 0.8)
+    ]
+    return [(params, gate) for params in by_rank + by_score for gate in GATES]
+
+
+_REPLAYED: tuple[list[Unit], list[tuple[FusionParams, float]], dict[str, float]] | None = None
+
+
+def _replay_grid(index: int) -> list[float]:
+    """One set's hybrid figure at every point of the grid (in a worker process)."""
+    assert _REPLAYED is not None
+    units, points, boosts = _REPLAYED
+    return [unit_score(units[index], "hybrid", params, gate, boosts) for params, gate in points]
 
 
 def objective(margins: list[float]) -> float:
@@ -228,41 +293,47 @@ def leave_one_set_out(units: list[Unit]) -> dict[str, Any]:
     """Every arm and every fusion setting with the shipped path boosts applied, as the API ranks."""
     points = grid()
     shipped_boosts = Settings().path_boosts
-    arms = {u.name: {m: score(u.data.qrels[u.split], offline_run(u, m, FusionParams.plain(10), 1.0, shipped_boosts))[
-                u.metric] for m in ARMS} for u in units}  # fmt: skip
-    table: dict[str, list[float]] = {}
-    for unit in units:
-        console.print(f"  replaying {len(points)} fusion settings on {unit.name}")
-        table[unit.name] = [
-            score(unit.data.qrels[unit.split], offline_run(unit, "hybrid", params, gate, shipped_boosts))[unit.metric]
-            for params, gate in points
-        ]
+    arms = {u.name: {m: unit_score(u, m, FusionParams.plain(10), 1.0, shipped_boosts) for m in ARMS} for u in units}
+    console.print(f"  replaying {len(points)} fusion settings on {len(units)} sets, a process per core")
+    global _REPLAYED  # the forked workers read the units from here rather than have them pickled
+    _REPLAYED = (units, points, shipped_boosts)
+    with ProcessPoolExecutor(os.cpu_count(), mp_context=multiprocessing.get_context("fork")) as pool:
+        table = dict(zip([u.name for u in units], pool.map(_replay_grid, range(len(units))), strict=True))
 
-    def best_on(names: list[str]) -> int:
-        margins = [[table[n][i] - max(arms[n].values()) for n in names] for i in range(len(points))]
-        return max(range(len(points)), key=lambda i: objective(margins[i]))
+    def best_on(names: list[str], family: str) -> int:
+        margins = {i: [table[n][i] - max(arms[n].values()) for n in names] for i in range(len(points))
+                   if points[i][0].fusion == family}  # fmt: skip
+        return max(margins, key=lambda i: objective(margins[i]))
 
-    rows = []
-    for unit in units:
-        if not unit.held_out:
-            continue
-        chosen = best_on([u.name for u in units if u.name != unit.name])
-        better = max(arms[unit.name].values())
-        hybrid = table[unit.name][chosen]
-        rows.append({
-            "set": unit.name, "metric": unit.metric, "queries": len(unit.arms[1.0]),
-            "vector": arms[unit.name]["vector"], "lexical": arms[unit.name]["lexical"], "hybrid": hybrid,
-            "margin": round(hybrid - better, 4), "below": hybrid < better - MARGIN,
-            "settings": describe(points[chosen]),
-        })  # fmt: skip
-    shipped = best_on([u.name for u in units])
+    def held_out(family: str) -> list[dict[str, Any]]:
+        rows = []
+        for unit in units:
+            if not unit.held_out:
+                continue
+            # Out of its own tuning with every other unit of the same queries (a code set is judged
+            # by file and by definition; SciFact's train split is other queries and stays in).
+            others = [u.name for u in units if (u.data.name, u.split) != (unit.data.name, unit.split)]
+            chosen = best_on(others, family)
+            better = max(arms[unit.name].values())
+            hybrid = table[unit.name][chosen]
+            rows.append({
+                "set": unit.name, "metric": unit.metric, "queries": len(unit.arms[1.0]),
+                "vector": arms[unit.name]["vector"], "lexical": arms[unit.name]["lexical"], "hybrid": hybrid,
+                "margin": round(hybrid - better, 4), "below": hybrid < better - MARGIN,
+                "settings": describe(points[chosen]),
+            })  # fmt: skip
+        return rows
+
+    # Each fusion judged held out as a whole (its knobs chosen without the set each time); the one
+    # that falls under the better arm on fewer sets, then by less on average, is the one shipped.
+    families = {family: held_out(family) for family in ("convex", "rrf")}
+    family = min(families, key=lambda f: (sum(r["below"] for r in families[f]),
+                                           -sum(r["margin"] for r in families[f])))  # fmt: skip
+    rows = families[family]
+    shipped = best_on([u.name for u in units], family)
     params, gate = points[shipped]
     # What the shipped boosts add, against none (hybrid, the settings chosen on every set).
-    boosted = {
-        u.name: table[u.name][shipped]
-        - score(u.data.qrels[u.split], offline_run(u, "hybrid", params, gate, {}))[u.metric]
-        for u in units
-    }
+    boosted = {u.name: table[u.name][shipped] - unit_score(u, "hybrid", params, gate, {}) for u in units}
     plain = FusionParams.plain(10)
     return {
         "failures": {
@@ -273,13 +344,19 @@ def leave_one_set_out(units: list[Unit]) -> dict[str, Any]:
         "pathBoosts": {"boosts": shipped_boosts, "deltaBySet": {k: round(v, 4) for k, v in boosted.items()}},
         "rows": rows,
         "setsBelow": sum(r["below"] for r in rows),
+        "fusion": family,
+        "otherFusion": {
+            f: {"rows": r, "setsBelow": sum(x["below"] for x in r)} for f, r in families.items() if f != family
+        },
         "shipped": describe(points[shipped]),
         "shippedInSample": {u.name: table[u.name][shipped] for u in units},
+        # What ranking.json ships now, in sample: beside the new choice before it is written.
+        "currentInSample": {u.name: unit_score(u, "hybrid", SHIPPED, SHIPPED_GATE, shipped_boosts) for u in units},
         "gridSize": len(points),
     }
 
 
-def describe(point: tuple[FusionParams, float]) -> dict[str, float]:
+def describe(point: tuple[FusionParams, float]) -> dict[str, Any]:
     params, gate = point
     return asdict(params) | {"lexical_max_doc_freq": gate}
 
@@ -288,6 +365,8 @@ def dropped_by_abstention(units: list[Unit], params: FusionParams, min_score: fl
     """How often the default `minScore` removes a relevant document from hybrid's top 5."""
     out = {}
     for unit in units:
+        if unit.metric == FUNCTION:  # the same queries as the set's by-file unit
+            continue
         qrels = SCORER.load_qrels(str(unit.data.qrels[unit.split]))
         lost = 0
         for qid, arm in unit.arms[1.0].items():
@@ -342,25 +421,22 @@ def failures(unit: Unit, params: FusionParams, gate: float, worst: int = 6) -> l
 
 def collect_units(evaluator: Evaluator, data: Dataset, data_dir: Path, chunks: int) -> list[Unit]:
     """Each split's arms per gate, kept beside the index (`--offline` replays them without services)."""
-    units = []
     splits = ["train", "test"] if "train" in data.queries else ["test"]
     for split in splits:
-        arms = {}
         for gate in GATES:
             cache = evaluator.work / "arms" / f"{data.name}-{split}-{gate}.json"
-            if cache.exists() and json.loads(cache.read_text()).get("chunks") == chunks:
-                arms[gate] = json.loads(cache.read_text())["arms"]
-                continue
+            if cache.exists():
+                kept = json.loads(cache.read_text())
+                if kept.get("chunks") == chunks and kept.get("format") == ARMS_FORMAT:
+                    continue
             service, env = start_api(data_dir, evaluator.embedder_addr, SEMSEARCH_LEXICAL_MAX_DOC_FREQ=str(gate))
             try:
-                arms[gate] = evaluator.collect_arms(data, env, split)
+                arms = evaluator.collect_arms(data, env, split)
             finally:
                 service.stop()
             cache.parent.mkdir(parents=True, exist_ok=True)
-            cache.write_text(json.dumps({"chunks": chunks, "arms": arms[gate]}))
-        name = f"{data.name}-{split}" if len(splits) > 1 else data.name
-        units.append(Unit(name, data, split, data.metric, arms, held_out=split == "test"))
-    return units
+            cache.write_text(json.dumps({"chunks": chunks, "format": ARMS_FORMAT, "arms": arms}))
+    return cached_units(evaluator.work, data)
 
 
 def arguments(prog: str, datasets: list[str] | tuple[str, ...]) -> argparse.ArgumentParser:
@@ -382,7 +458,7 @@ def save(out: Path, key: str, value: Any) -> None:
 
 
 def main() -> None:
-    parser = arguments("python -m eval.run", list(BUILDERS))
+    parser = arguments("python -m eval.run", list(SETS))
     parser.add_argument("--offline", action="store_true", help="replay the arms of the last run only (no services)")
     parser.add_argument("--write-ranking", action="store_true",
                         help="ship the setting chosen on every set: write it to semsearch/ranking.json")  # fmt: skip
@@ -397,9 +473,8 @@ def main() -> None:
     units: list[Unit] = []
     try:
         for name in args.datasets.split(","):
-            data = BUILDERS[name](args.work)
-            # One index per compute type: the API refuses vectors of the other one (their model ids differ).
-            data_dir = args.work / "data" / Settings().model_compute / name
+            data = SETS[name](args.work)
+            data_dir = index_dir(args.work, data)
             console.print(f"[bold]{name}[/]: indexing {data.folder}")
             service, env = start_api(data_dir, addr)
             try:
@@ -442,6 +517,8 @@ def write_ranking(loso: dict[str, Any]) -> None:
 
 
 def cached_units(work: Path, data: Dataset) -> list[Unit]:
+    """A set's units from its kept arms: one per split, and for a set built from doc comments a
+    second one judged by the definition (function Hit@10) beside the one judged by file."""
     splits = ["train", "test"] if "train" in data.queries else ["test"]
     units = []
     for split in splits:
@@ -449,12 +526,14 @@ def cached_units(work: Path, data: Dataset) -> list[Unit]:
                 for gate in GATES}  # fmt: skip
         name = f"{data.name}-{split}" if len(splits) > 1 else data.name
         units.append(Unit(name, data, split, data.metric, arms, held_out=split == "test"))
+        if data.definitions:
+            units.append(Unit(f"{name} (function)", data, split, FUNCTION, arms, held_out=split == "test"))
     return units
 
 
 def replay(args: argparse.Namespace) -> None:
     """Leave-one-set-out again from the arms the last full run kept: for trying fusion ideas."""
-    units = [u for name in args.datasets.split(",") for u in cached_units(args.work, BUILDERS[name](args.work))]
+    units = [u for name in args.datasets.split(",") for u in cached_units(args.work, SETS[name](args.work))]
     results = json.loads(args.out.read_text()) if args.out.exists() else {"datasets": {}}
     results["leaveOneSetOut"] = loso = leave_one_set_out(units)
     results["abstention"] = dropped_by_abstention(units, params_from(Settings()), Settings().min_score)
@@ -485,7 +564,9 @@ def report_loso(loso: dict[str, Any], abstention: dict[str, Any]) -> None:
         table.add_row(row["set"], row["metric"], str(row["queries"]), *cells, margin, str(lost))
     console.print(table)
     console.print(f"sets where hybrid < better arm - {MARGIN}: {loso['setsBelow']} of {len(loso['rows'])}")
-    console.print(f"settings chosen on every set (what config.py should ship): {loso['shipped']}")
+    for other, held in loso.get("otherFusion", {}).items():
+        console.print(f"fused by {other} instead, held out: {held['setsBelow']} sets under the better arm - {MARGIN}")
+    console.print(f"settings chosen on every set (what ranking.json should ship): {loso['shipped']}")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from datetime import date
 import pytest
 
 from semsearch.config import Settings
-from semsearch.engine.filters import build, glob_to_like, matches_globs, where
+from semsearch.engine.filters import build, glob_to_like, matches_globs, path_multiplier, where
 from semsearch.engine.fusion import abstain_message, is_exact, is_exact_query, label, lifecycle_label, passes, rrf
 from semsearch.engine.lexical import expansions, identifier_parts, identifiers_in, lexical_document, query_terms
 from semsearch.schemas import SearchRequest
@@ -188,6 +188,55 @@ def test_the_question_offset_and_the_lexical_only_weight_move_only_bm25s_share()
     assert fuse(vector, lexical, params, balanced=False)[0] == rrf(["a", "b"], ["z", "b"], 10)
 
 
+def test_convex_fusion_adds_rescaled_scores_so_a_clear_lead_in_one_arm_is_kept() -> None:
+    from semsearch.engine.fusion import Candidate, FusionParams, fuse
+
+    # The vector arm is sure of "fn" (0.85, its runners-up under 0.5); BM25 never found it and ranks
+    # "n1", "n2" (neighbours the vector arm ranks middling) first. RRF puts the neighbours ahead;
+    # by score, "fn" leads.
+    others = [Candidate(f"v{i}", 0.46 - i * 0.003) for i in range(60)]
+    vector = [Candidate("fn", 0.85), Candidate("n1", 0.47), *others[:5], Candidate("n2", 0.455), *others[5:]]
+    lexical = [Candidate("n1", 12.0), Candidate("n2", 11.5)] + [Candidate(f"l{i}", 9.0 - i * 0.1) for i in range(60)]
+    assert [f.id for f in fuse(vector, lexical, FusionParams.plain(10))[0]][:3] == ["n1", "n2", "fn"]
+    by_score = replace(FusionParams.plain(10), fusion="convex", vector_share=0.6, question_vector_share=0.9)
+    fused, lexical_share = fuse(vector, lexical, by_score)
+    assert [f.id for f in fused][:2] == ["fn", "n1"] and lexical_share == pytest.approx(0.4)
+    assert fused[0].score == pytest.approx(0.6) and (fused[0].vector_rank, fused[0].bm25_rank) == (1, None)
+    assert min(f.score for f in fused) == 0.0  # under each arm's 50th: nothing, never below
+    # A question takes the question share; other modes (one arm) keep that arm's order.
+    assert fuse(vector, lexical, by_score, question=True)[1] == pytest.approx(0.1)
+    assert [f.id for f in fuse(vector, [], by_score, balanced=False)[0]][:3] == ["fn", "n1", "v0"]
+
+
+def test_convex_rescales_a_short_list_from_zero() -> None:
+    """An arm with fewer than 50 candidates (a small folder, a rare word): its last find keeps what
+    its score says rather than counting nothing for being last."""
+    from semsearch.engine.fusion import Candidate, FusionParams, fuse
+
+    by_score = replace(FusionParams.plain(), fusion="convex", vector_share=0.5)
+    fused = {
+        f.id: f.score for f in fuse([Candidate("a", 0.6), Candidate("b", 0.5)], [Candidate("b", 4.0)], by_score)[0]
+    }
+    assert fused == {"a": pytest.approx(0.5), "b": pytest.approx(0.5 * 0.5 / 0.6 + 0.5)}
+    assert fuse([Candidate("only", 0.3)], [], by_score)[0][0].score == 0.5  # a lone candidate is its arm's best
+
+
+def test_convex_scores_do_not_change_with_the_depth_of_the_pool() -> None:
+    """Rescaled at a fixed depth, not at the pool's last candidate: asking for more results (a
+    deeper pool) leaves the order and scores of the first ones as they were."""
+    from semsearch.engine.fusion import CONVEX_DEPTH, Candidate, FusionParams, fuse
+
+    def pool(depth: int) -> tuple[list[Candidate], list[Candidate]]:
+        vector = [Candidate(f"c{i}", 0.9 - i * 0.005) for i in range(depth)]
+        lexical = [Candidate(f"c{i * 3}", 20.0 - i * 0.3) for i in range(depth)]
+        return vector, lexical
+
+    by_score = replace(FusionParams.plain(), fusion="convex", vector_share=0.5)
+    shallow, deep = fuse(*pool(CONVEX_DEPTH), by_score)[0], fuse(*pool(CONVEX_DEPTH * 3), by_score)[0]
+    top = [(f.id, round(f.score, 9)) for f in shallow[:10]]
+    assert top == [(f.id, round(f.score, 9)) for f in deep[:10]]
+
+
 def test_rank_boosts_paths_after_fusion_and_puts_exact_matches_first_for_identifier_queries() -> None:
     from semsearch.engine.fusion import Candidate, FusionParams, rank
 
@@ -205,6 +254,15 @@ def test_rank_boosts_paths_after_fusion_and_puts_exact_matches_first_for_identif
     # A query in words that names an identifier marks the exact match but keeps the fused order.
     worded = rank(vector, [], plain, query="how does retry_with_backoff wait", hybrid=False, boosts=None, **common)
     assert worded.question and worded.exact == {"s", "x"} and [f.id for f in worded.fused] == ["t", "s", "x"]
+
+
+def test_path_boosts_kept_between_searches_belong_to_their_own_set() -> None:
+    """Compiled boosts are kept per set of globs and factors: another set never reads them."""
+    half, most = path_multiplier({"tests/**": 0.5}), path_multiplier({"tests/**": 0.8})
+    both = path_multiplier({"tests/**": 0.5, "docs/**": 2.0})
+    assert [half("tests/a.py"), most("tests/a.py"), both("tests/a.py")] == [0.5, 0.8, 0.5]
+    assert [half("docs/a.md"), both("docs/a.md"), half("src/a.py")] == [1.0, 2.0, 1.0]
+    assert path_multiplier({"tests/**": 0.5}) is half
 
 
 def test_the_shipped_ranking_has_one_home_and_the_settings_default_to_it() -> None:

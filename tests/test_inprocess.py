@@ -122,6 +122,10 @@ def test_path_boosts_reorder_after_fusion_and_say_so(tmp_path: Path, embedder_ad
         def ranked(**extra: object) -> tuple[list[tuple[str, float | None]], dict[str, float]]:
             body = {"query": "test retry backoff", "minScore": -1, "arms": True, **extra}
             answer = client.post("/v1/search", json=body).json()
+            # Each arm's candidate names its chunk's lines, as the hit made of it does.
+            lines = {(h["relPath"], h["startLine"], h["endLine"]) for h in answer["hits"]}
+            candidates = answer["arms"]["vector"] + answer["arms"]["lexical"]
+            assert lines <= {(a["relPath"], a["startLine"], a["endLine"]) for a in candidates}
             return [(h["relPath"], h["boost"]) for h in answer["hits"]], answer["arms"]["pathBoosts"]
 
         hits, applied = ranked()

@@ -283,6 +283,23 @@ class Settings(BaseSettings):
 
     # --- API / search ------------------------------------------------------
     hybrid_search: bool = Field(True, description="Vector + BM25 fused; off = vector only.")
+    fusion: Literal["convex", "rrf"] = Field(
+        SHIPPED.fusion,  # type: ignore[arg-type]
+        description="How the two arms become one ranking: convex adds their scores, each arm's rescaled per query "
+        "(its best 1, its 50th 0), weighted by vector_share; rrf adds 1/(rrf_k + rank) with the per-query balance "
+        "below. Held out of the tuning on 22 sets, convex fell more than 0.02 under the better arm on one, rrf on "
+        "two (docs/evaluation.md).",
+    )
+    vector_share: float = Field(
+        SHIPPED.vector_share, ge=0, le=1, description="convex: the vector arm's share for a query not a question."
+    )
+    question_vector_share: float = Field(
+        SHIPPED.question_vector_share,
+        ge=0,
+        le=1,
+        description="convex: the vector arm's share for a question in words (fusion.is_question), whose common words "
+        "BM25 ranks by.",
+    )
     rrf_k: float = Field(
         SHIPPED.rrf_k, description="RRF damping: 1/(rrf_k + rank); 10 won on SciFact train (60 is the classic)."
     )

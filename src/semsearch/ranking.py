@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 SHIPPED_FILE = Path(__file__).with_name("ranking.json")
-_SHIPPED: dict[str, float] = json.loads(SHIPPED_FILE.read_text())
+_SHIPPED: dict[str, Any] = json.loads(SHIPPED_FILE.read_text())
 
 
 @dataclass(frozen=True)
@@ -30,11 +30,17 @@ class FusionParams:
     bound: float = _SHIPPED["bound"]  # the balance never moves BM25's weight beyond 2**±bound
     question_bias: float = _SHIPPED["question_bias"]  # log2 offset for a question in words
     lexical_only_weight: float = _SHIPPED["lexical_only_weight"]  # BM25's share for a chunk only it found
+    # "rrf" fuses the arms' ranks (everything above); "convex" their scores, each arm's rescaled so
+    # its best is 1 (`engine.fusion.convex`), the vector arm weighing `vector_share`, or
+    # `question_vector_share` for a question in words.
+    fusion: str = _SHIPPED.get("fusion", "rrf")
+    vector_share: float = _SHIPPED.get("vector_share", 0.5)
+    question_vector_share: float = _SHIPPED.get("question_vector_share", 0.5)
 
     @classmethod
     def plain(cls, rrf_k: float = _SHIPPED["rrf_k"]) -> FusionParams:
         """Reciprocal-rank fusion with equal arms and no per-query balance: the baseline."""
-        return cls(rrf_k, 1.0, 1.0, 0.0, 0.0, 0.0, 4.0, 0.0, 1.0)
+        return cls(rrf_k, 1.0, 1.0, 0.0, 0.0, 0.0, 4.0, 0.0, 1.0, "rrf")
 
 
 SHIPPED = FusionParams()
@@ -44,6 +50,9 @@ SHIPPED_GATE: float = _SHIPPED["lexical_max_doc_freq"]
 
 def shipped_document(params: FusionParams, gate: float) -> dict[str, Any]:
     """What `ranking.json` holds for a chosen setting (`make eval --write-ranking`)."""
-    return {f.name: float(getattr(params, f.name)) for f in fields(FusionParams)} | {
+    return {
+        f.name: getattr(params, f.name) if f.name == "fusion" else float(getattr(params, f.name))
+        for f in fields(FusionParams)
+    } | {  # fmt: skip
         "lexical_max_doc_freq": float(gate)
     }

@@ -534,6 +534,8 @@ class ArmHit(Wire):
     id: str
     folder: str
     rel_path: str
+    start_line: int = Field(description="The chunk's first line (1-based), as in a hit.")
+    end_line: int = Field(description="The chunk's last line.")
     cosine: float | None = None
     bm25: float | None = None
 
@@ -543,8 +545,11 @@ class Arms(Wire):
 
     vector: list[ArmHit]
     lexical: list[ArmHit]
-    vector_weight: float = Field(description="The vector arm's RRF weight for this query.")
-    lexical_weight: float = Field(description="The BM25 arm's RRF weight for this query, after the per-query balance.")
+    vector_weight: float = Field(description="The vector arm's weight for this query (its share, fused by score).")
+    lexical_weight: float = Field(
+        description="The BM25 arm's weight for this query: its share fused by score, its RRF weight after the "
+        "per-query balance fused by rank."
+    )
     lexical_terms: list[str] = Field(description="The query terms the BM25 arm used (informative ones in hybrid).")
     question: bool = Field(False, description="The query read as a question in words (moves BM25's weight).")
     path_boosts: dict[str, float] = Field({}, description="The path boosts applied after fusion.")

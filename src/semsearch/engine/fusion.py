@@ -1,8 +1,10 @@
-"""Reciprocal Rank Fusion and the labels that say why a result is there. Pure functions.
+"""The fusion of the two arms, and the labels that say why a result is there. Pure functions.
 
-RRF sums `weight / (rrf_k + rank)` over the arms that found a chunk. Sums of ranks cannot
-be thresholded, so "is this relevant at all" is decided on the cosine similarity instead
-(`passes`), with one exception: an exact identifier match is always kept.
+Two fusions, one chosen by `make eval` (`FusionParams.fusion`): a convex combination of the arms'
+scores, each arm's rescaled per query (`convex`), or Reciprocal Rank Fusion, which sums
+`weight / (rrf_k + rank)` over the arms that found a chunk (`rrf`). Neither sum can be
+thresholded, so "is this relevant at all" is decided on the cosine similarity instead (`passes`),
+with one exception: an exact identifier match is always kept.
 """
 
 from __future__ import annotations
@@ -46,6 +48,43 @@ def rrf(
     return sorted(fused.values(), key=lambda f: (-f.score, f.vector_rank or 10**9, f.bm25_rank or 10**9))
 
 
+# Each arm's scores are rescaled so that its best candidate is 1 and its CONVEX_DEPTH-th is 0: a
+# fixed depth, not the pool's last, so a chunk's fused score (and the order) does not change with
+# the k asked for (the pool is max(4 k, 50) deep). An arm with fewer candidates (a small folder, a
+# narrow filter, a rare word) rescales from 0 — BM25's score for a chunk without the words, and a
+# cosine at or under it is unrelated — so its last find is not made worthless for being last.
+# Candidates under the floor count 0: every fused score is in [0, 1], and a path boost under 1
+# always lowers it.
+CONVEX_DEPTH = 50
+
+
+def rescaled(candidates: Sequence[Candidate]) -> dict[str, float]:
+    """One arm's scores on the scale `convex` adds: its best 1, its CONVEX_DEPTH-th (or 0) 0."""
+    if not candidates:
+        return {}
+    scores = sorted((c.score for c in candidates), reverse=True)
+    best = scores[0]
+    floor = scores[CONVEX_DEPTH - 1] if len(scores) >= CONVEX_DEPTH else 0.0
+    if best <= floor:  # all alike, or nothing above 0: each is as good as the best
+        return {c.id: 1.0 for c in candidates}
+    return {c.id: max(0.0, (c.score - floor) / (best - floor)) for c in candidates}
+
+
+def convex(vector: Sequence[Candidate], lexical: Sequence[Candidate], vector_share: float) -> list[Fused]:
+    """Fuse the arms by score: `vector_share` x the rescaled cosine + the rest x the rescaled BM25
+    score; an arm that did not find a chunk adds nothing. Unlike RRF, how far apart the scores
+    are counts: a chunk one arm finds far ahead of its runners-up is not overtaken by chunks both
+    arms rank middling. Best first; ties broken by the vector arm's order, then BM25's."""
+    fused: dict[str, Fused] = {}
+    for rank, (chunk_id, score) in enumerate(rescaled(vector).items(), start=1):
+        fused[chunk_id] = Fused(chunk_id, vector_share * score, vector_rank=rank)
+    for rank, (chunk_id, score) in enumerate(rescaled(lexical).items(), start=1):
+        entry = fused.setdefault(chunk_id, Fused(chunk_id, 0.0))
+        entry.score += (1.0 - vector_share) * score
+        entry.bm25_rank = rank
+    return sorted(fused.values(), key=lambda f: (-f.score, f.vector_rank or 10**9, f.bm25_rank or 10**9))
+
+
 def params_from(settings: Settings) -> FusionParams:
     """The fusion parameters a service was configured with (each defaults to the shipped one)."""
     return FusionParams(
@@ -58,6 +97,9 @@ def params_from(settings: Settings) -> FusionParams:
         bound=settings.arm_balance_bound,
         question_bias=settings.question_lexical_bias,
         lexical_only_weight=settings.lexical_only_weight,
+        fusion=settings.fusion,
+        vector_share=settings.vector_share,
+        question_vector_share=settings.question_vector_share,
     )
 
 
@@ -78,7 +120,12 @@ def fuse(
 ) -> tuple[list[Fused], float]:
     """The one fusion: each arm's candidates, best first, into one ranking (and the BM25 weight this
     query got). `balanced`: the per-query arm balance, as in hybrid mode; `question`: the query
-    is a question in words (`is_question`), which moves the balance by `question_bias`."""
+    is a question in words (`is_question`), which moves the balance by `question_bias` (by RRF),
+    or takes `question_vector_share` (by score). The BM25 weight returned is its RRF weight, or
+    its share of a convex combination."""
+    if params.fusion == "convex":
+        share = params.question_vector_share if question and balanced else params.vector_share
+        return convex(vector, lexical, share), 1.0 - share
     lexical_weight = params.lexical_weight
     lexical_only = 1.0
     if balanced:

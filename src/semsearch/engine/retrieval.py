@@ -202,7 +202,9 @@ def search(
         arms = Arms(
             vector=[_arm_hit(r) for r in vector_rows],
             lexical=[_arm_hit(r) for r in lexical_rows],
-            vector_weight=settings.vector_weight,
+            vector_weight=round(1 - ranking.lexical_weight, 4)
+            if settings.fusion == "convex"
+            else settings.vector_weight,
             lexical_weight=round(ranking.lexical_weight, 4),
             lexical_terms=terms,
             question=ranking.question,
@@ -238,6 +240,8 @@ def _arm_hit(row: dict[str, Any]) -> ArmHit:
         id=row["id"],
         folder=row["folder"],
         rel_path=row["path"],
+        start_line=row["start_line"],
+        end_line=row["end_line"],
         cosine=None if row["cosine"] is None else round(row["cosine"], 4),
         bm25=None if bm25 is None else round(float(bm25), 4),
     )
