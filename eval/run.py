@@ -324,11 +324,11 @@ def leave_one_set_out(units: list[Unit]) -> dict[str, Any]:
             })  # fmt: skip
         return rows
 
-    # Each fusion judged held out as a whole (its knobs chosen without the set each time); the one
-    # that falls under the better arm on fewer sets, then by less on average, is the one shipped.
+    # Each fusion judged held out as a whole (its knobs chosen without the set each time). Which
+    # one serves is ranking.json's `fusion`, a decision made with more than these figures (the
+    # docs say why): the table is that one's, the other's rows beside it.
     families = {family: held_out(family) for family in ("convex", "rrf")}
-    family = min(families, key=lambda f: (sum(r["below"] for r in families[f]),
-                                           -sum(r["margin"] for r in families[f])))  # fmt: skip
+    family = SHIPPED.fusion
     rows = families[family]
     shipped = best_on([u.name for u in units], family)
     params, gate = points[shipped]

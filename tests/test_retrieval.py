@@ -99,25 +99,24 @@ def test_paraphrase_is_found_by_the_vector_arm_with_provenance(stack: Stack, cor
 
 def test_arms_show_each_arms_candidates_and_the_per_query_weights(stack: Stack, corpus: Path) -> None:
     from semsearch.config import Settings
+    from semsearch.engine.fusion import lexical_balance
 
-    s = Settings()
-    assert s.fusion == "convex"  # the shipped fusion (ranking.json); RRF's balance: tests/test_fusion.py
     answer = search(stack, "reconcile ledger entries total", arms=True, minScore=-1)
     arms = answer["arms"]
-    assert arms["vector"] and arms["lexical"] and arms["lexicalTerms"] and not arms["question"]
-    # The shares the fusion used: the vector arm's for a statement, its question share for a question.
-    assert (arms["vectorWeight"], arms["lexicalWeight"]) == pytest.approx((s.vector_share, 1 - s.vector_share))
-    asked = search(stack, "how do I reconcile the ledger entries?", arms=True, minScore=-1)["arms"]
-    assert asked["question"] and asked["vectorWeight"] == pytest.approx(s.question_vector_share)
-    assert asked["lexicalWeight"] == pytest.approx(1 - s.question_vector_share)
-    # The fused order is the one the shares give over exactly the candidates shown.
-    from semsearch.engine.fusion import Candidate, convex
-
-    expected = convex([Candidate(a["id"], a["cosine"]) for a in arms["vector"]],
-                      [Candidate(a["id"], a["bm25"]) for a in arms["lexical"]], s.vector_share)  # fmt: skip
-    lines = {a["id"]: (a["relPath"], a["startLine"]) for a in arms["vector"] + arms["lexical"]}
-    hits = [(h["relPath"], h["startLine"]) for h in answer["hits"]]
-    assert hits[:3] == [lines[f.id] for f in expected][:3]
+    assert arms["vector"] and arms["lexical"] and arms["lexicalTerms"]
+    # The weight the API used is the balance of exactly the scores it shows.
+    s = Settings()
+    expected = lexical_balance(
+        [a["bm25"] for a in arms["lexical"]],
+        [a["cosine"] for a in arms["vector"]],
+        s.lexical_decisiveness_gain,
+        s.vector_decisiveness_gain,
+        s.arm_balance_bias,
+        s.arm_balance_bound,
+    )
+    assert arms["lexicalWeight"] == pytest.approx(s.lexical_weight * expected, rel=0.02)  # arms are rounded
+    assert arms["lexicalWeight"] != s.lexical_weight  # the balance moved it for this query
+    assert arms["vectorWeight"] == s.vector_weight
 
 
 def test_unrelated_query_abstains_with_the_reason(stack: Stack, corpus: Path) -> None:

@@ -285,10 +285,11 @@ class Settings(BaseSettings):
     hybrid_search: bool = Field(True, description="Vector + BM25 fused; off = vector only.")
     fusion: Literal["convex", "rrf"] = Field(
         SHIPPED.fusion,  # type: ignore[arg-type]
-        description="How the two arms become one ranking: convex adds their scores, each arm's rescaled per query "
-        "(its best 1, its 50th 0), weighted by vector_share; rrf adds 1/(rrf_k + rank) with the per-query balance "
-        "below. Held out of the tuning on 22 sets, convex fell more than 0.02 under the better arm on one, rrf on "
-        "two (docs/evaluation.md).",
+        description="How the two arms become one ranking: rrf adds 1/(rrf_k + rank) with the per-query balance "
+        "below; convex adds their scores, each arm's rescaled per query (its best 1, its 50th 0), weighted by "
+        "vector_share. Held out on 22 units convex fell more than 0.02 under the better arm on one, rrf on two; "
+        "rrf stays the default because a convex score follows every cosine, so near-ties can swap between the "
+        "in-memory copy and LanceDB (docs/evaluation.md).",
     )
     vector_share: float = Field(
         SHIPPED.vector_share, ge=0, le=1, description="convex: the vector arm's share for a query not a question."
