@@ -139,6 +139,35 @@ def test_path_boosts_reorder_after_fusion_and_say_so(tmp_path: Path, embedder_ad
         assert refused.status_code == 422 and "greater than or equal to 0.05" in refused.text
 
 
+def test_fusion_by_score_is_a_setting_and_says_the_shares_it_used(tmp_path: Path, embedder_address: str) -> None:
+    """`SEMSEARCH_FUSION=convex`: the arms' scores rescaled and added by share; the answer's order is
+    that sum over exactly the candidates `arms` shows, and a question takes its own share."""
+    from semsearch.engine.fusion import Candidate, convex
+
+    settings = Settings(data_dir=tmp_path / "data", embedder_addr=embedder_address, corpus_root=tmp_path,
+                        fusion="convex", vector_share=0.7, question_vector_share=0.9)  # fmt: skip
+    repo = write_tree(tmp_path / "repo", RETRY_REPO | {"docs/retry.md": "# Retries\n\nBack off between tries.\n"})
+    with TestClient(create_app(settings), base_url="http://127.0.0.1:8765") as client:
+        assert client.post("/v1/folders", json={"path": str(repo)}).status_code == 201
+        api = ApiClient(settings, http=client)
+        embedder = EmbedderClient(settings.embedder_target)
+        try:
+            Indexer(settings, api, embedder, Reporter(interactive=False), 1).run(api.folders())
+        finally:
+            embedder.close()
+        for query, share in (("retry with backoff", 0.7), ("how do I retry with backoff?", 0.9)):
+            body = {"query": query, "minScore": -1, "arms": True, "pathBoosts": {}}
+            answer = client.post("/v1/search", json=body).json()
+            arms = answer["arms"]
+            assert (arms["vectorWeight"], arms["lexicalWeight"]) == pytest.approx((share, 1 - share))
+            expected = convex([Candidate(a["id"], a["cosine"]) for a in arms["vector"]],
+                              [Candidate(a["id"], a["bm25"]) for a in arms["lexical"]], share)  # fmt: skip
+            where = {a["id"]: (a["relPath"], a["startLine"]) for a in arms["vector"] + arms["lexical"]}
+            assert [(h["relPath"], h["startLine"]) for h in answer["hits"]] == [where[f.id] for f in expected]
+            # The arms are rounded to 4 places; the scores the API fused were not.
+            assert [h["score"] for h in answer["hits"]] == pytest.approx([f.score for f in expected], abs=1e-3)
+
+
 def test_a_worker_thread_prints_nothing_on_the_programs_stdout(stack: Stack, tmp_path: Path) -> None:
     """A worker that is a thread of another program (`mcp --standalone`, whose stdout is the MCP
     protocol; this suite) leaves stdout alone: the run's lines reach the CLI that asked through
