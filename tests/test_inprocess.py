@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -104,20 +105,27 @@ def test_the_web_ui_is_served_from_the_package_under_a_strict_policy(client: Tes
     assert "img-src 'self' data:;" in client.get("/redoc").headers["content-security-policy"]
 
 
-def test_path_boosts_reorder_after_fusion_and_say_so(tmp_path: Path, embedder_address: str) -> None:
-    """The server's pathBoosts (a setting) move test code down; a request's own replace them."""
-    settings = Settings(data_dir=tmp_path / "data", embedder_addr=embedder_address, corpus_root=tmp_path,
-                        path_boosts={"**/tests/**": 0.5})  # fmt: skip
-    repo = tmp_path / "repo"
-    write_tree(repo, RETRY_REPO)
+@contextmanager
+def indexed(settings: Settings, folder: Path) -> Iterator[TestClient]:
+    """An API in process over `settings`, with `folder` added and indexed by a real run."""
     with TestClient(create_app(settings), base_url="http://127.0.0.1:8765") as client:
-        assert client.post("/v1/folders", json={"path": str(repo)}).status_code == 201
+        assert client.post("/v1/folders", json={"path": str(folder)}).status_code == 201
         api = ApiClient(settings, http=client)
         embedder = EmbedderClient(settings.embedder_target)
         try:
             Indexer(settings, api, embedder, Reporter(interactive=False), 1).run(api.folders())
         finally:
             embedder.close()
+        yield client
+
+
+def test_path_boosts_reorder_after_fusion_and_say_so(tmp_path: Path, embedder_address: str) -> None:
+    """The server's pathBoosts (a setting) move test code down; a request's own replace them."""
+    settings = Settings(data_dir=tmp_path / "data", embedder_addr=embedder_address, corpus_root=tmp_path,
+                        path_boosts={"**/tests/**": 0.5})  # fmt: skip
+    repo = tmp_path / "repo"
+    write_tree(repo, RETRY_REPO)
+    with indexed(settings, repo) as client:
 
         def ranked(**extra: object) -> tuple[list[tuple[str, float | None]], dict[str, float]]:
             body = {"query": "test retry backoff", "minScore": -1, "arms": True, **extra}
@@ -147,14 +155,7 @@ def test_fusion_by_score_is_a_setting_and_says_the_shares_it_used(tmp_path: Path
     settings = Settings(data_dir=tmp_path / "data", embedder_addr=embedder_address, corpus_root=tmp_path,
                         fusion="convex", vector_share=0.7, question_vector_share=0.9)  # fmt: skip
     repo = write_tree(tmp_path / "repo", RETRY_REPO | {"docs/retry.md": "# Retries\n\nBack off between tries.\n"})
-    with TestClient(create_app(settings), base_url="http://127.0.0.1:8765") as client:
-        assert client.post("/v1/folders", json={"path": str(repo)}).status_code == 201
-        api = ApiClient(settings, http=client)
-        embedder = EmbedderClient(settings.embedder_target)
-        try:
-            Indexer(settings, api, embedder, Reporter(interactive=False), 1).run(api.folders())
-        finally:
-            embedder.close()
+    with indexed(settings, repo) as client:
         for query, share in (("retry with backoff", 0.7), ("how do I retry with backoff?", 0.9)):
             body = {"query": query, "minScore": -1, "arms": True, "pathBoosts": {}}
             answer = client.post("/v1/search", json=body).json()
