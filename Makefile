@@ -56,8 +56,12 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 
+# mypy's cache lives beside uv's and npm's, outside the checkout: a fresh clone (as CI makes) checks
+# only what changed (each file's hash is compared) — 26 s cold, about 1 s warm.
+MYPY_CACHE_DIR ?= $(HOME)/.cache/semsearch/mypy
+
 typecheck: install
-	$(BIN)/mypy .
+	MYPY_CACHE_DIR=$(MYPY_CACHE_DIR) $(BIN)/mypy .
 
 # Each image installs exactly its service's lock (`locks/<service>.lock`, every file
 # pinned by sha256); regenerate them after changing pyproject.toml's dependencies. The images are

@@ -504,7 +504,10 @@ class HitSummary(Wire):
     heading: str | None = Field(None, description="Markdown heading breadcrumb, or code's symbol path (`A › b`).")
     kind: str | None = Field(None, description="Code: what the chunk holds (function, method, class, …).")
     text: str
-    score: float = Field(description="Fused rank score (RRF); compare within one answer only.")
+    score: float = Field(
+        description="The fused score (reciprocal ranks by default; with `fusion=convex` each arm's rescaled "
+        "score times its share, in [0, 1]), times any path boost; compare within one answer only."
+    )
     cosine: float | None = Field(
         description="Cosine similarity of query and chunk, comparable across queries; null while the chunk is not "
         "embedded yet (found by its words during a cold run)."
