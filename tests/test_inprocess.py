@@ -7,6 +7,7 @@ subprocess. `make test-fast` runs this tier (and every other test not marked `e2
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -179,3 +180,28 @@ def test_a_worker_thread_prints_nothing_on_the_programs_stdout(stack: Stack, tmp
     stack.cli("add", str(folder))
     out = stack.cli("index", "quay").stdout
     assert out.count(f"[1/1] quay  {folder}") == 1, out
+
+
+@pytest.mark.parametrize("held", [False, True], ids=["lancedb", "in-memory copy"])
+def test_searches_write_nothing_to_the_log(
+    held: bool, tmp_path: Path, embedder_address: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A full-text query that leaves out LanceDB's `_score` column made Lance log a deprecation
+    warning on stderr for every search: the API's log grew a line a query. Both BM25 paths (rows
+    from LanceDB; ids from LanceDB and rows from the copy) and the term-frequency gate are asked."""
+    settings = Settings(data_dir=tmp_path / "data", embedder_addr=embedder_address, corpus_root=tmp_path,
+                        resident_rows=10_000 if held else 0, lexical_max_doc_freq=0.5)  # fmt: skip
+    repo = write_tree(tmp_path / "repo", RETRY_REPO)
+    with indexed(settings, repo) as client:
+        deadline = time.monotonic() + 60
+        while held and not client.get("/v1/status").json()["inMemory"]:
+            assert time.monotonic() < deadline, "the copy never loaded"
+            time.sleep(0.05)
+        capfd.readouterr()
+        for mode in ("hybrid", "lexical"):
+            answer = client.post("/v1/search", json={"query": "retry with backoff", "mode": mode, "minScore": -1})
+            assert answer.status_code == 200 and answer.json()["hits"], answer.text
+        if held:  # the copy answered: still the current version's
+            assert client.get("/v1/status").json()["inMemory"]
+        err = capfd.readouterr().err
+        assert "Deprecation" not in err and "WARN" not in err, err

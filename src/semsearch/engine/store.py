@@ -55,6 +55,9 @@ RESULT_COLUMNS = [
     "id", "folder", "path", "start_line", "end_line", "page", "heading", "kind", "flags", "text", "mtime_ns",
     "status", "superseded_by", "date",
 ]  # fmt: skip
+# LanceDB's BM25 and vector-distance columns, named in every query's columns: left out, Lance adds
+# them anyway and logs a deprecation warning on every search (~1 ms, and a line in the API's log).
+SCORE, DISTANCE = "_score", "_distance"
 SYMBOL_COLUMNS = ["folder", "path", "name", "kind", "symbol_path", "start_line", "end_line", "signature", "mtime_ns"]
 # Stemmed and stop-worded like a good BM25 baseline; our `lexical` column adds identifier parts.
 FTS_CONFIG = FTS(stem=True, remove_stop_words=True, lower_case=True, ascii_folding=True, max_token_length=60)
@@ -864,9 +867,9 @@ class Store:
                 query = query.ef(ann.ef * limit * ann.refine)
         if where != TRUE:
             query = query.where(where, prefilter=True)
-        result = query.distance_type("cosine").select(RESULT_COLUMNS).limit(limit).to_arrow()
-        cosine = pc.subtract(1.0, result["_distance"]).to_pylist()
-        rows = result.drop(["_distance"]).to_pylist()
+        result = query.distance_type("cosine").select([*RESULT_COLUMNS, DISTANCE]).limit(limit).to_arrow()
+        cosine = pc.subtract(1.0, result[DISTANCE]).to_pylist()
+        rows = result.drop([DISTANCE]).to_pylist()
         return [dict(row, cosine=float(c)) for row, c in zip(rows, cosine, strict=True)]
 
     @served
@@ -884,7 +887,7 @@ class Store:
         named = [SEARCH_VECTORS] if self.lists else []
         # Once every embedded row has its list, a list's first vector is the row's own: read once.
         own = [] if self.lists_complete else ["vector"]
-        result = self._fts(query, where).select([*RESULT_COLUMNS, *own, *named]).limit(limit).to_arrow()
+        result = self._fts(query, where).select([*RESULT_COLUMNS, *own, *named, SCORE]).limit(limit).to_arrow()
         names = name_matrices(result[SEARCH_VECTORS]) if named else [None] * result.num_rows
         if own:
             vectors = optional_vectors(result["vector"])
@@ -893,7 +896,7 @@ class Store:
         rows = cast(list[dict[str, Any]], result.drop([*own, *named]).to_pylist())
         for i, row in enumerate(rows):
             row["vector"], row[SEARCH_VECTORS] = vectors[i], names[i]
-            row["bm25"] = float(row.pop("_score"))  # LanceDB's column name stays in here
+            row["bm25"] = float(row.pop(SCORE))
         return rows
 
     def _fts(self, query: str, where: str) -> Any:
@@ -903,12 +906,12 @@ class Store:
 
     def _lexical_ids(self, copy: Resident, query: str, limit: int, where: str) -> list[dict[str, Any]] | None:
         """LanceDB's BM25 ids and scores with the rows from the copy; None if the table moved on."""
-        found = self._fts(query, where).select(["id"]).limit(limit).to_arrow()
+        found = self._fts(query, where).select(["id", SCORE]).limit(limit).to_arrow()
         held = copy.lookup(found["id"].to_pylist())
         if held is None or self._chunks is None or self._chunks.version != copy.version:
             return None
         rows, vectors, names = held
-        for row, vector, named, score in zip(rows, vectors, names, found["_score"].to_pylist(), strict=True):
+        for row, vector, named, score in zip(rows, vectors, names, found[SCORE].to_pylist(), strict=True):
             row["vector"], row[SEARCH_VECTORS], row["bm25"] = vector, named, float(score)
         return rows
 
@@ -917,7 +920,7 @@ class Store:
         """In how many chunks `term` occurs, counted up to cap + 1 (enough to say "too common")."""
         if self._chunks is None or not self.fts_ready:
             return 0
-        hits = self._chunks.search(term, query_type="fts", fts_columns="lexical").select(["id"]).limit(cap + 1)
+        hits = self._chunks.search(term, query_type="fts", fts_columns="lexical").select(["id", SCORE]).limit(cap + 1)
         return int(hits.to_arrow().num_rows)
 
     @served
