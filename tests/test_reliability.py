@@ -87,6 +87,35 @@ def test_embedder_that_never_returns_fails_the_run_cleanly(reference, tmp_path: 
         api.stop()
 
 
+def test_an_embedder_that_stops_answering_is_called_stuck_not_unreachable(tmp_path: Path) -> None:
+    """An embedder that takes calls and never answers (stopped with SIGSTOP, the fault injector) is
+    reported as up but stuck, with the setting to raise — not as one to start — by the API's search
+    and by a run; once it answers again, so does search."""
+    corpus = write_corpus(tmp_path / "corpus", files=2)
+    embedder, address = start_embedder(tmp_path / "e.log")
+    api, env = start_api(tmp_path / "data", address, SEMSEARCH_EMBEDDER_TIMEOUT_S="1")
+    assert embedder.proc is not None
+    try:
+        subprocess.run([SEMSEARCH, "add", str(corpus)], env=env, check=True, capture_output=True)
+        index(env)
+        embedder.proc.send_signal(signal.SIGSTOP)
+        stuck = f"embedder at {address} did not answer within 1 s"
+        answer = httpx.post(f"{env['SEMSEARCH_URL']}/v1/search", json={"query": "subject 11"}, timeout=30)
+        assert answer.status_code == 503 and stuck in answer.json()["detail"], answer.text
+        assert "SEMSEARCH_EMBEDDER_TIMEOUT_S" in answer.json()["detail"]
+        run = subprocess.run(INDEXER, env=env | {"SEMSEARCH_EMBEDDER_RETRY_S": "1"}, capture_output=True, text=True,
+                             timeout=120)  # fmt: skip
+        assert run.returncode == 1 and stuck in run.stderr and "after retrying for 1 s" in run.stderr, run.stderr
+        assert "not reachable" not in run.stderr
+        embedder.proc.send_signal(signal.SIGCONT)
+        again = httpx.post(f"{env['SEMSEARCH_URL']}/v1/search", json={"query": "subject 11"}, timeout=30)
+        assert again.status_code == 200 and again.json()["hits"][0]["relPath"] == "part01.md", again.text
+    finally:
+        embedder.proc.send_signal(signal.SIGCONT)
+        api.stop()
+        embedder.stop()
+
+
 def test_api_killed_during_writes_keeps_old_or_new_per_file(reference, tmp_path: Path, embedder_addr: str) -> None:  # type: ignore[no-untyped-def]
     corpus, expected = reference
     work = tmp_path / "corpus"

@@ -414,7 +414,11 @@ class Settings(BaseSettings):
         description="Largest snapshot archive an import accepts. It is streamed to the data dir, never held in "
         "memory, and is about the size of the index it holds; the data dir needs twice that free.",
     )
-    embedder_timeout_s: float = Field(60.0, description="A batch of 64 long chunks takes a few s on 2 cores.")
+    embedder_timeout_s: float = Field(
+        60.0,
+        description="How long a call to the embedder may take (a batch of 64 long chunks takes a few s on 2 cores); "
+        "one over it fails as `embedder at … did not answer within N s` (up but busy or stuck), not as unreachable.",
+    )
     lease_ttl_s: float = Field(
         60.0, description="A writer renews its folder lease with every batch; this only frees crashed ones."
     )

@@ -105,13 +105,21 @@ class EmbedderClient:
                 if code not in TRANSIENT:
                     raise EmbedderError(f"embedder at {self.address} failed: {exc.details()}") from exc  # type: ignore[attr-defined]
                 if time.monotonic() + delay > deadline:
-                    waited = f" after retrying for {self.retry_for_s:.0f} s" if self.retry_for_s else ""
-                    raise EmbedderError(
-                        f"embedder at {self.address} is not reachable ({code.name.lower()}){waited}; "
-                        "start it with `semsearch serve` or `docker compose up embedder`"
-                    ) from exc
+                    raise EmbedderError(self._gave_up(code)) from exc
                 time.sleep(delay)  # exponential backoff: the embedder may be restarting
                 delay = min(delay * 2, 5.0)
+
+    def _gave_up(self, code: grpc.StatusCode) -> str:
+        waited = f" after retrying for {self.retry_for_s:.0f} s" if self.retry_for_s else ""
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED:  # it took the call and never answered: up, but stuck or slow
+            return (
+                f"embedder at {self.address} did not answer within {self.timeout:g} s{waited}; it is up but busy "
+                "or stuck: see its log, and on few cores raise SEMSEARCH_EMBEDDER_TIMEOUT_S"
+            )
+        return (
+            f"embedder at {self.address} is not reachable ({code.name.lower()}){waited}; "
+            "start it with `semsearch serve` or `docker compose up embedder`"
+        )
 
     def info(self) -> pb.InfoResponse:
         return self._call("Info", pb.InfoRequest())  # type: ignore[return-value]
