@@ -56,7 +56,7 @@ RESULT_COLUMNS = [
     "status", "superseded_by", "date",
 ]  # fmt: skip
 # LanceDB's BM25 and vector-distance columns, named in every query's columns: left out, Lance adds
-# them anyway and logs a deprecation warning on every search (~1 ms, and a line in the API's log).
+# them anyway and logs a deprecation warning on every search (a line in the API's log each time).
 SCORE, DISTANCE = "_score", "_distance"
 SYMBOL_COLUMNS = ["folder", "path", "name", "kind", "symbol_path", "start_line", "end_line", "signature", "mtime_ns"]
 # Stemmed and stop-worded like a good BM25 baseline; our `lexical` column adds identifier parts.
@@ -920,8 +920,7 @@ class Store:
         """In how many chunks `term` occurs, counted up to cap + 1 (enough to say "too common")."""
         if self._chunks is None or not self.fts_ready:
             return 0
-        hits = self._chunks.search(term, query_type="fts", fts_columns="lexical").select(["id", SCORE]).limit(cap + 1)
-        return int(hits.to_arrow().num_rows)
+        return int(self._fts(term, TRUE).select(["id", SCORE]).limit(cap + 1).to_arrow().num_rows)
 
     @served
     def warm(self) -> None:
