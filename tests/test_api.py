@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import os
 import subprocess
 import sys
 import time
@@ -148,3 +149,20 @@ def test_readyz_fails_clearly_when_the_embedder_is_down(tmp_path) -> None:  # ty
         assert search.status_code == 503 and "semsearch serve" in search.json()["detail"]
     finally:
         api.stop()
+
+
+def test_the_api_runs_numpys_blas_on_one_thread_unless_told_otherwise() -> None:
+    """`python -m semsearch.api` caps numpy's BLAS at one thread before it serves (its spinning idle
+    threads took the cores a search's other parts wait for); an operator's OPENBLAS_NUM_THREADS wins."""
+    probe = (
+        "import numpy; from threadpoolctl import threadpool_info; from semsearch.api.__main__ import one_blas_thread\n"
+        "def blas(): return sorted({i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas'})\n"
+        "before = blas(); one_blas_thread(); print(before, blas())"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    cores = len(os.sched_getaffinity(0))
+    default = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert default.stdout.split() == [f"[{cores}]", "[1]"], default
+    chosen = subprocess.run([sys.executable, "-c", probe], env=env | {"OPENBLAS_NUM_THREADS": "2"},
+                            capture_output=True, text=True, check=True)  # fmt: skip
+    assert chosen.stdout.split() == ["[2]", "[2]"], chosen

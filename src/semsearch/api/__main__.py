@@ -10,6 +10,7 @@ from types import FrameType
 
 import uvicorn
 from fastapi import FastAPI
+from threadpoolctl import threadpool_limits
 
 from semsearch.api.app import create_app
 from semsearch.config import Settings, load_settings, placeholder
@@ -24,6 +25,7 @@ from semsearch.security import is_loopback
 def main(settings: Settings | None = None) -> None:
     settings = settings or load_settings("semsearch api")
     limit_arenas(settings.malloc_arenas)  # before LanceDB and uvicorn start their threads
+    one_blas_thread()
     app = prepare(settings)
     # X-Forwarded-For is believed only from the proxies named (uvicorn trusts loopback by default,
     # so any local process could write another client's address into the audit log).
@@ -38,6 +40,15 @@ def main(settings: Settings | None = None) -> None:
         forwarded_allow_ips=proxies,
     )
     DrainingServer(config, app.state.draining).run()
+
+
+def one_blas_thread() -> None:
+    """numpy's BLAS on one thread in this process. Its work here is a query vector against the
+    in-memory copy, memory-bound, so a second thread adds nothing — and OpenBLAS's idle threads
+    spin after each call, taking the cores the full-text query and the embedder are waiting for
+    (measured side by side in docs/benchmarks.md). OPENBLAS_NUM_THREADS, when set, still wins."""
+    if "OPENBLAS_NUM_THREADS" not in os.environ:
+        threadpool_limits(1, user_api="blas")
 
 
 class DrainingServer(uvicorn.Server):
