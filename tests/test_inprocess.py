@@ -7,7 +7,6 @@ subprocess. `make test-fast` runs this tier (and every other test not marked `e2
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,6 +22,7 @@ from semsearch.indexer.progress import Reporter
 from semsearch.indexer.run import Indexer
 from tests.conftest import Stack
 from tests.corpus import RETRY_REPO, write_tree
+from tests.test_indexer import wait_for
 
 
 @pytest.fixture
@@ -193,10 +193,8 @@ def test_searches_write_nothing_to_the_log(
                         resident_rows=10_000 if held else 0, lexical_max_doc_freq=0.5)  # fmt: skip
     repo = write_tree(tmp_path / "repo", RETRY_REPO)
     with indexed(settings, repo) as client:
-        deadline = time.monotonic() + 60
-        while held and not client.get("/v1/status").json()["inMemory"]:
-            assert time.monotonic() < deadline, "the copy never loaded"
-            time.sleep(0.05)
+        if held:
+            wait_for(lambda: client.get("/v1/status").json()["inMemory"], timeout=60)
         capfd.readouterr()
         for mode in ("hybrid", "lexical"):
             answer = client.post("/v1/search", json={"query": "retry with backoff", "mode": mode, "minScore": -1})

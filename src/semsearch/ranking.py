@@ -33,9 +33,9 @@ class FusionParams:
     # "rrf" fuses the arms' ranks (everything above); "convex" their scores, each arm's rescaled so
     # its best is 1 (`engine.fusion.convex`), the vector arm weighing `vector_share`, or
     # `question_vector_share` for a question in words.
-    fusion: str = _SHIPPED.get("fusion", "rrf")
-    vector_share: float = _SHIPPED.get("vector_share", 0.5)
-    question_vector_share: float = _SHIPPED.get("question_vector_share", 0.5)
+    fusion: str = _SHIPPED["fusion"]
+    vector_share: float = _SHIPPED["vector_share"]
+    question_vector_share: float = _SHIPPED["question_vector_share"]
 
     @classmethod
     def plain(cls, rrf_k: float = _SHIPPED["rrf_k"]) -> FusionParams:
