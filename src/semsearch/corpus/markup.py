@@ -136,6 +136,7 @@ _BLOCK = frozenset(
         "section", "summary", "table", "tbody", "thead", "tfoot", "tr", "ul", "caption",
     }
 )  # fmt: skip
+_HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})  # a heading's mode is its tag; "hide" is not one
 _HIDING_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.I)
 _MAX_DEPTH = 512  # deeper nesting is read as text without structure, never recursed into
 
@@ -182,7 +183,7 @@ class _Html(HTMLParser):
             mode = "hide"
         elif tag == "pre":
             mode = "pre"
-        elif re.fullmatch(r"h[1-6]", tag):
+        elif tag in _HEADINGS:
             mode = tag
             self.has_h1 = self.has_h1 or tag == "h1"
         if len(self.stack) >= _MAX_DEPTH:
@@ -196,7 +197,7 @@ class _Html(HTMLParser):
         elif mode == "pre":
             self._break(blank=True)
             self.out.append("```")
-        elif mode.startswith("h"):
+        elif mode in _HEADINGS:
             self._break(blank=True)
             self.line.append("#" * int(mode[1]) + " ")
         elif tag in _BLOCK or tag in ("td", "th"):
@@ -225,7 +226,7 @@ class _Html(HTMLParser):
                     self.line = []
                     self.out.append("```")
                     self._break(blank=True)
-                elif mode.startswith("h"):
+                elif mode in _HEADINGS:
                     self._break(blank=True)
                 elif open_tag in _BLOCK:
                     self._break()
