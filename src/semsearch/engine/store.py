@@ -31,8 +31,10 @@ import lancedb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from lancedb.background_loop import LOOP
 from lancedb.index import FTS, IvfSq
-from lancedb.query import LanceVectorQueryBuilder
+from lancedb.query import AsyncFTSQuery, AsyncVectorQuery
+from lancedb.table import AsyncTable
 
 from semsearch.corpus.folders import RegisteredFolder
 from semsearch.engine.facts import IndexFacts
@@ -857,8 +859,7 @@ class Store:
         assert self._chunks is not None
         # Cosine is set on every query: LanceDB's default metric is L2. Over `search_vectors` (a list of
         # vectors a row) LanceDB's distance is to the row's nearest one.
-        search = self._chunks.search(vector.astype(np.float32), vector_column_name=column)
-        query = cast(LanceVectorQueryBuilder, search)
+        query = _native(self._chunks).query().nearest_to(vector.astype(np.float32)).column(column)
         if ann_kind is not None:
             query = query.refine_factor(ann.refine)
             if ann.nprobes is not None:
@@ -866,8 +867,8 @@ class Store:
             if "HNSW" in ann_kind:
                 query = query.ef(ann.ef * limit * ann.refine)
         if where != TRUE:
-            query = query.where(where, prefilter=True)
-        result = query.distance_type("cosine").select([*RESULT_COLUMNS, DISTANCE]).limit(limit).to_arrow()
+            query = query.where(where)  # before the search (LanceDB's default: a prefilter)
+        result = _answer(query.distance_type("cosine").select([*RESULT_COLUMNS, DISTANCE]).limit(limit))
         cosine = pc.subtract(1.0, result[DISTANCE]).to_pylist()
         rows = result.drop([DISTANCE]).to_pylist()
         return [dict(row, cosine=float(c)) for row, c in zip(rows, cosine, strict=True)]
@@ -887,7 +888,7 @@ class Store:
         named = [SEARCH_VECTORS] if self.lists else []
         # Once every embedded row has its list, a list's first vector is the row's own: read once.
         own = [] if self.lists_complete else ["vector"]
-        result = self._fts(query, where).select([*RESULT_COLUMNS, *own, *named, SCORE]).limit(limit).to_arrow()
+        result = self._fts(query, where, [*RESULT_COLUMNS, *own, *named, SCORE], limit)
         names = name_matrices(result[SEARCH_VECTORS]) if named else [None] * result.num_rows
         if own:
             vectors = optional_vectors(result["vector"])
@@ -899,14 +900,16 @@ class Store:
             row["bm25"] = float(row.pop(SCORE))
         return rows
 
-    def _fts(self, query: str, where: str) -> Any:
+    def _fts(self, query: str, where: str, columns: list[str], limit: int) -> pa.Table:
+        """The best `limit` chunks by BM25 over the `lexical` column, filtered before ranking."""
         assert self._chunks is not None
-        search = self._chunks.search(query, query_type="fts", fts_columns="lexical")
-        return search if where == TRUE else search.where(where, prefilter=True)
+        search: AsyncFTSQuery = _native(self._chunks).query().nearest_to_text(query, columns="lexical")
+        search = search if where == TRUE else search.where(where)  # LanceDB's default: a prefilter
+        return _answer(search.select(columns).limit(limit))
 
     def _lexical_ids(self, copy: Resident, query: str, limit: int, where: str) -> list[dict[str, Any]] | None:
         """LanceDB's BM25 ids and scores with the rows from the copy; None if the table moved on."""
-        found = self._fts(query, where).select(["id", SCORE]).limit(limit).to_arrow()
+        found = self._fts(query, where, ["id", SCORE], limit)
         held = copy.lookup(found["id"].to_pylist())
         if held is None or self._chunks is None or self._chunks.version != copy.version:
             return None
@@ -920,7 +923,7 @@ class Store:
         """In how many chunks `term` occurs, counted up to cap + 1 (enough to say "too common")."""
         if self._chunks is None or not self.fts_ready:
             return 0
-        return int(self._fts(term, TRUE).select(["id", SCORE]).limit(cap + 1).to_arrow().num_rows)
+        return int(self._fts(term, TRUE, ["id", SCORE], cap + 1).num_rows)
 
     @served
     def warm(self) -> None:
@@ -1085,6 +1088,18 @@ class Store:
 
     def disk_bytes(self) -> int:
         return self.location.size()
+
+
+def _native(table: lancedb.table.Table) -> AsyncTable:
+    """The async table under LanceDB's synchronous one, for queries that must hand off once."""
+    return cast(AsyncTable, table._table)  # type: ignore[attr-defined]
+
+
+def _answer(query: AsyncFTSQuery | AsyncVectorQuery) -> pa.Table:
+    """A whole query in one hand-off to LanceDB's event loop. The synchronous builders' `to_arrow`
+    makes six (the table's schema read three times, the reader's batches one by one), each waiting
+    for the loop's thread: half of a full-text query's time in one process (docs/benchmarks.md)."""
+    return cast(pa.Table, LOOP.run(query.to_arrow()))
 
 
 def folder_views(folders: list[RegisteredFolder], store: Store) -> list[Folder]:
