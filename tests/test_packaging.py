@@ -151,6 +151,8 @@ def test_the_api_and_the_indexer_start_from_their_extras_alone(
 ) -> None:
     """The API image carried the indexer's extras (watchfiles) because the API imported the indexer."""
     assert not can_import(api_venv, "onnxruntime") and not can_import(api_venv, "watchfiles")
+    # uvicorn picks its compiled loop and HTTP parser when they are importable (docs/benchmarks.md).
+    assert can_import(api_venv, "uvloop") and can_import(api_venv, "httptools")
     assert not can_import(indexer_venv, "lancedb") and not can_import(indexer_venv, "fastapi")
     port = free_port()
     env = clean_env(SEMSEARCH_DATA_DIR=str(tmp_path / "data"), SEMSEARCH_PORT=str(port),
