@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from tests.conftest import SEMSEARCH, base_env, free_port
 from tests.inprocess import run_cli
+from tests.polling import until
 
 
 def test_unreachable_api_is_one_line_naming_the_fix(tmp_path: Path) -> None:
@@ -165,10 +166,7 @@ def test_rebuild_with_no_worker_drops_nothing(api_factory: Any, tmp_path: Path) 
     worker = stack.threads.pop()  # the worker goes away; the API stays
     worker.signal()
     worker.stop()
-    deadline = time.monotonic() + 30
-    while status()["workers"]:
-        assert time.monotonic() < deadline, "a stopped worker is still listed"
-        time.sleep(0.2)
+    until(lambda: not status()["workers"], 30, 0.2, what="the stopped worker gone from the list")
     before = status()["chunks"]
     refused = stack.cli("index", "--rebuild", "--yes", check=False)
     assert refused.returncode == 2 and "nothing was dropped" in refused.stderr, refused.stderr

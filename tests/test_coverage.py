@@ -18,6 +18,7 @@ from semsearch.engine.coverage import CoverageCache
 from semsearch.schemas import Coverage
 from tests.conftest import Stack
 from tests.corpus import write_tree
+from tests.polling import until
 
 FILES = {
     "docs/harbour.md": "# Harbour\n\nThe pilot boards incoming ships at the outer buoy.\n",
@@ -46,12 +47,13 @@ def coverage(stack: Stack, **body: Any) -> dict[str, Any]:
 
 
 def poll(stack: Stack, check: Any, timeout: float = 30, **body: Any) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:  # the answer is reused for a few seconds (COVERAGE_REUSE_S): poll, never sleep a guess
+    """The first coverage note `check` accepts: a pass is reused for a few seconds (COVERAGE_REUSE_S)."""
+
+    def accepted() -> dict[str, Any] | None:
         found = coverage(stack, **body)
-        if check(found) or time.monotonic() > deadline:
-            return found
-        time.sleep(0.2)
+        return found if check(found) else None
+
+    return until(accepted, timeout, 0.2, what="a coverage note the check accepts")
 
 
 def test_skipped_files_are_counted_by_rule_and_named_in_the_note(harbour: tuple[Stack, Path]) -> None:
@@ -169,11 +171,6 @@ def test_a_pass_that_is_only_old_is_read_again_beside_the_answer(
     edited.write_text(edited.read_text() + "\nEdited on disk after the run.\n")
     os.utime(edited, ns=(edited.stat().st_atime_ns, edited.stat().st_mtime_ns + 10**9))
     assert cache.coverage(store, folders) == first  # at once, while the pass is held
-    deadline = time.monotonic() + 30
-    while reads != ["harbour"]:  # …being read beside the answer
-        assert time.monotonic() < deadline, reads
-        time.sleep(0.02)
+    until(lambda: reads == ["harbour"], 30, 0.02, what="the pass read beside the answer")
     held.set()
-    while cache.coverage(store, folders).stale != 1:
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    until(lambda: cache.coverage(store, folders).stale == 1, 30, 0.02, what="the new pass with the edit")

@@ -9,7 +9,6 @@ import re
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import lancedb
@@ -19,6 +18,7 @@ from semsearch.engine.store import LISTS_COMPLETE
 from semsearch.library import Database
 from semsearch.schemas import Hit
 from tests.corpus import write_tree
+from tests.polling import until
 from tests.test_docs import ROOT
 
 INDENTED_PYTHON = re.compile(r"^( *)```python\n(.*?)^\1```", re.S | re.M)
@@ -72,7 +72,7 @@ def test_definition_search_off_scores_chunks_by_their_own_cosine(tmp_path: Path)
         with semsearch.connect(tmp_path / "data", corpus_root=tmp_path, definition_search=False,
                                resident_rows=resident_rows) as db:  # fmt: skip
             if resident_rows:
-                _until_held(db)
+                until(lambda: db.status().in_memory, 60, what="the in-memory copy")
             hit = _top(db, "function kelvin to celsius")
             assert _cosine(hit) < 0.95 < _cosine(named), (hit, named)
             hybrid = db.search("function kelvin to celsius", k=3, minScore=-1)  # the BM25 arm's rows too
@@ -81,13 +81,6 @@ def test_definition_search_off_scores_chunks_by_their_own_cosine(tmp_path: Path)
 
 def _meta(root: Path) -> dict[str, object]:
     return dict(json.loads((root / "data" / "index" / "meta.json").read_text()))
-
-
-def _until_held(db: Database) -> None:
-    deadline = time.monotonic() + 60
-    while db.status().in_memory is None:
-        assert time.monotonic() < deadline, "the in-memory copy did not load"
-        time.sleep(0.05)
 
 
 def test_an_index_from_before_names_is_upgraded_and_filled_by_the_next_runs(tmp_path: Path) -> None:

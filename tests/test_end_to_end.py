@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from tests.conftest import SEMSEARCH, Stack
 from tests.corpus import FILES, write_corpus
+from tests.polling import until
 
 PARAPHRASE = "keep a user signed in once their credentials lapse"  # no word in common with auth.py
 
@@ -160,9 +160,12 @@ def test_status_reports_ready_stack(indexed: Indexed) -> None:
     assert status["embedder"]["modelId"] == "all-MiniLM-L6-v2-onnx-int8+int8-matmul"
     assert status["chunks"] > 0
     # The index is small, so searches are answered from memory once the copy has loaded.
-    deadline = time.monotonic() + 60
-    while "in memory: " not in (line := indexed.stack.cli("status").stdout) and time.monotonic() < deadline:
-        time.sleep(0.1)
+
+    def held() -> str | None:
+        out = indexed.stack.cli("status").stdout
+        return out if "in memory: " in out else None
+
+    line = until(held, 60, 0.1, what="`semsearch status` saying the copy is in memory")
     assert f"in memory: {status['chunks']:,} chunks (" in line
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 from tests.conftest import SEMSEARCH, Stack
+from tests.polling import until
 from tests.processes import clean_env, free_port
 
 
@@ -88,10 +88,8 @@ def test_edits_are_indexed_with_at_most_one_run_per_window_and_none_lost(stack: 
         paths.append(path)
         assert fire(command, post_tool_use(project, path), env).stdout == ""
     assert len(hook_runs(stack, "knots")) == 1  # the first edit asked at once; the others wait for the window
-    deadline = time.monotonic() + 60
-    while not (len(runs := hook_runs(stack, "knots")) == 2 and all(r["state"] == "done" for r in runs)):
-        assert time.monotonic() < deadline, runs
-        time.sleep(0.2)
+    until(lambda: len(runs := hook_runs(stack, "knots")) == 2 and all(r["state"] == "done" for r in runs), 60, 0.2,
+          what="both hook runs done")  # fmt: skip
     assert "sheet-bend.md" in found(stack, "joining two ropes of unequal thickness")
     assert "clove-hitch.md" in found(stack, "tie a fender to the rail")
     log = (project / ".claude" / "semsearch-hook.log").read_text()

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from fpdf import FPDF
 
 from tests.conftest import SEMSEARCH, Stack, wait_until_free
 from tests.inprocess import call_mcp
+from tests.polling import until
 from tests.processes import clean_env
 
 
@@ -356,9 +356,7 @@ def test_killed_indexer_converges_to_the_uninterrupted_index(api_factory, tmp_pa
     env = killed.env | {"SEMSEARCH_WRITE_BATCH_FILES": "2"}
     one_shot = [sys.executable, "-m", "semsearch.indexer"]  # the indexer process itself, killed mid-run
     proc = subprocess.Popen(one_shot, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and len(manifest(killed, "kill")) < 6:
-        time.sleep(0.05)
+    until(lambda: len(manifest(killed, "kill")) >= 6, 120, what="six files written before the kill")
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     partial = manifest(killed, "kill")
@@ -383,7 +381,7 @@ def watcher(stack: Stack, tmp_path: Path) -> Iterator[Path]:
     stack.cli("add", str(folder))
     proc = subprocess.Popen([SEMSEARCH, "index", str(folder), "--watch"], env=stack.env, stdout=subprocess.DEVNULL)
     try:
-        wait_for(lambda: "sub/old.md" in manifest(stack, "watched"))
+        until(lambda: "sub/old.md" in manifest(stack, "watched"))
         yield folder
     finally:
         proc.send_signal(signal.SIGINT)
@@ -391,29 +389,20 @@ def watcher(stack: Stack, tmp_path: Path) -> Iterator[Path]:
         stack.cli("remove", "watched", "--yes")
 
 
-def wait_for(condition, timeout: float = 15.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError("condition not met in time")
-
-
 def test_watch_mode_follows_create_modify_delete(stack: Stack, watcher: Path) -> None:
     new = watcher / "new.md"
     new.write_text("# New\nFreshly written notes about kestrels.\n")
-    wait_for(lambda: "new.md" in manifest(stack, "watched"))
+    until(lambda: "new.md" in manifest(stack, "watched"))
     before = manifest(stack, "watched")["new.md"]["sha256"]
     new.write_text("# New\nRewritten notes about ospreys.\n")
-    wait_for(lambda: manifest(stack, "watched")["new.md"]["sha256"] != before)
+    until(lambda: manifest(stack, "watched")["new.md"]["sha256"] != before)
     assert any(h["relPath"] == "new.md" for h in search(stack, "ospreys", 3))
     new.unlink()
-    wait_for(lambda: "new.md" not in manifest(stack, "watched"))
+    until(lambda: "new.md" not in manifest(stack, "watched"))
     import shutil
 
     shutil.rmtree(watcher / "sub")
-    wait_for(lambda: "sub/old.md" not in manifest(stack, "watched"))
+    until(lambda: "sub/old.md" not in manifest(stack, "watched"))
 
 
 def _long_folder(stack: Stack, folder: Path) -> None:
@@ -433,17 +422,16 @@ def _edited_file_goes_next(stack: Stack, folder: Path, tell: Callable[[], object
     must be embedded with its new text while most of the folder still waits (the caller then stops
     the run: the rest is what every run does)."""
     name = folder.name
-    wait_for(lambda: len(manifest(stack, name)) == 120, timeout=60)  # the lexical pass
+    until(lambda: len(manifest(stack, name)) == 120, 60)  # the lexical pass
     (folder / "f000.md").write_text("# Page 0\n\nRewritten: notes about ospreys nesting on pylons.\n")
     tell()
-    deadline = time.monotonic() + 120
-    while True:
+
+    def embedded_as_edited() -> dict[str, Any] | None:
         files = manifest(stack, name)
         edited = files["f000.md"]
-        if edited["embedded"] and edited["size"] == (folder / "f000.md").stat().st_size:
-            break
-        assert time.monotonic() < deadline, "the edited file was not embedded"
-        time.sleep(0.05)
+        return files if edited["embedded"] and edited["size"] == (folder / "f000.md").stat().st_size else None
+
+    files = until(embedded_as_edited, 120, what="the edited file embedded")
     waiting = sum(not f["embedded"] for f in files.values())
     assert waiting >= 40, f"only {waiting} of 120 files were still waiting"  # it did not wait its turn
 

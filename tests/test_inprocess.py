@@ -22,7 +22,7 @@ from semsearch.indexer.progress import Reporter
 from semsearch.indexer.run import Indexer
 from tests.conftest import Stack
 from tests.corpus import RETRY_REPO, write_tree
-from tests.test_indexer import wait_for
+from tests.polling import until
 
 
 @pytest.fixture
@@ -194,7 +194,7 @@ def test_searches_write_nothing_to_the_log(
     repo = write_tree(tmp_path / "repo", RETRY_REPO)
     with indexed(settings, repo) as client:
         if held:
-            wait_for(lambda: client.get("/v1/status").json()["inMemory"], timeout=60)
+            until(lambda: client.get("/v1/status").json()["inMemory"], 60)
         capfd.readouterr()
         for mode in ("hybrid", "lexical"):
             answer = client.post("/v1/search", json={"query": "retry with backoff", "mode": mode, "minScore": -1})

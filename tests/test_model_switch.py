@@ -27,6 +27,7 @@ from semsearch.embedder.client import EmbedderClient
 from semsearch.engine.store import ModelMismatch
 from semsearch.schemas import ModelSwitch
 from tests.corpus import FILES, RETRY_REPO, write_tree
+from tests.polling import until
 from tests.test_model_folder import E5, layout
 
 QUERIES = ["retry with backoff", "how long do we wait between attempts", "token refresh"]
@@ -39,13 +40,12 @@ def corpus(root: Path) -> Path:
 
 
 def poll(db: semsearch.Database, deadline_s: float = 300) -> ModelSwitch:
-    deadline = time.monotonic() + deadline_s
-    state = db.model_switch()
-    while state.state == "building":
-        assert time.monotonic() < deadline, f"the switch did not end in {deadline_s:.0f} s: {state}"
-        time.sleep(0.05)
+
+    def ended() -> ModelSwitch | None:
         state = db.model_switch()
-    return state
+        return None if state.state == "building" else state
+
+    return until(ended, deadline_s, what="the switch's end")
 
 
 def ranked(db: semsearch.Database) -> list[list[tuple[str, int, float]]]:

@@ -20,6 +20,7 @@ import pytest
 
 from tests.conftest import SEMSEARCH, wait_until_free
 from tests.oneshot import INDEXER, chunk_shas, index, manifest, write_corpus
+from tests.polling import until
 from tests.processes import Service, api_env, free_port, start_api, start_embedder
 
 pytestmark = pytest.mark.e2e  # starts services as processes
@@ -45,9 +46,7 @@ def test_embedder_dying_mid_run_is_retried_to_the_same_index(reference, tmp_path
         env = env | {"SEMSEARCH_WRITE_BATCH_FILES": "2", "SEMSEARCH_EMBEDDER_RETRY_S": "120"}
         subprocess.run([SEMSEARCH, "add", str(corpus)], env=env, check=True, capture_output=True)
         run = subprocess.Popen(INDEXER, env=env, stdout=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 120
-        while len(manifest(env, "corpus")) < 4 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        until(lambda: len(manifest(env, "corpus")) >= 4, 120, what="four files written before the fault")
         assert embedder.proc is not None
         embedder.proc.send_signal(signal.SIGKILL)  # fault injector: the embedder dies
         embedder.proc.wait()

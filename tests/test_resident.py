@@ -3,8 +3,6 @@ within its bound — on a real LanceDB table, then through the engine with the r
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -19,6 +17,7 @@ from semsearch.engine.resident import ResidentCache
 from semsearch.engine.store import FTS_CONFIG
 from tests.corpus import FILES, write_tree
 from tests.oneshot import write_corpus
+from tests.polling import until
 
 COLUMNS = ["id", "path", "text"]
 
@@ -63,16 +62,6 @@ def _table(tmp_path: Path, n: int, seed: int = 7, fts: bool = True) -> lancedb.t
     return table
 
 
-def _until(check: Callable[[], Any], seconds: float = 30.0) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"not true within {seconds} s: {check}")
-
-
 def test_the_copy_answers_as_lancedb_does(tmp_path: Path) -> None:
     table = _table(tmp_path, 300)
     copy = ResidentCache(1000, COLUMNS).load(table)
@@ -100,7 +89,7 @@ def test_a_write_makes_the_copy_stale_at_once_and_a_reload_follows(tmp_path: Pat
     table = _table(tmp_path, 50)
     cache = ResidentCache(1000, COLUMNS)
     assert cache.current(table) is None  # nothing held yet: a load starts in the background
-    first = _until(lambda: cache.current(table))
+    first = until(lambda: cache.current(table))
     table.add(
         pa.table(
             {
@@ -112,7 +101,7 @@ def test_a_write_makes_the_copy_stale_at_once_and_a_reload_follows(tmp_path: Pat
         )
     )
     assert cache.current(table) is None  # the version moved: never served from the old copy
-    second = _until(lambda: cache.current(table), seconds=60)  # after the cool-down
+    second = until(lambda: cache.current(table), 60)  # after the cool-down
     assert second is not first and "new" in second.positions and second.version == table.version
 
 
@@ -247,19 +236,19 @@ def test_the_engine_answers_alike_with_and_without_the_copy(tmp_path: Path) -> N
         without = _answers(db)
         assert db.status().in_memory is None
     with semsearch.connect(tmp_path / "data", corpus_root=tmp_path) as db:
-        held = _until(lambda: db.status().in_memory)
+        held = until(lambda: db.status().in_memory)
         assert held == db.status().chunks
         assert _answers(db) == without
         (repo / "src" / "weather.py").write_text('def kelvin_to_celsius(k):\n    """Convert zorbified kelvin."""\n')
         db.index()
         assert db.search("zorbified kelvin", k=3)[0].rel_path == "src/weather.py"  # at once, not after a reload
-        _until(lambda: db.status().in_memory == db.status().chunks > held)
+        until(lambda: db.status().in_memory == db.status().chunks > held)
         assert db.search("zorbified kelvin", k=3)[0].rel_path == "src/weather.py"
         after_edit = _answers(db)
     # The copy searched through its own ANN index (from 10 chunks here): the same hits in the same
     # order; scores agree to float16's precision.
     with semsearch.connect(tmp_path / "data", corpus_root=tmp_path, ann_min_rows=10) as db:
-        _until(lambda: db.status().in_memory)
+        until(lambda: db.status().in_memory)
         copy = db._backend.store.resident.copy  # type: ignore[attr-defined]  # the engine's, to see the path taken
         assert copy is not None and copy.ann is not None
         assert db.search("zorbified kelvin", k=3)[0].rel_path == "src/weather.py"
