@@ -800,6 +800,10 @@ def disk_growth(work: Path, address: str, root: Path) -> dict[str, Any]:
     }
 
 
+# Issue 30's targets (hybrid over REST, warm, p50 / – / p99 ms); 1M rows are bench.scale's.
+LATENCY = {"synthetic10000": "≤ 10 / – / 30", "synthetic100000": "≤ 15 / – / 45"}
+
+
 def report() -> None:
     table = Table(title="semsearch bench")
     table.add_column("measure")
@@ -815,7 +819,7 @@ def report() -> None:
         (
             "cold index chunks/s (× L)",
             f"{results['coldIndex']['chunksPerSecond']} ({results['coldIndex']['ratioToL']})",
-            "≥ 0.85 L",
+            "≥ 0.95 L",
         ),  # noqa: E501
         (
             "cold index: first identifier found / all found / full hybrid answer / run, s",
@@ -835,18 +839,23 @@ def report() -> None:
     for key, entry in results["queries"].items():
         seq = entry["sequential"]
         rows.append(
-            (f"query {key} p50/p95/p99 ms", f"{seq['p50_ms']}/{seq['p95_ms']}/{seq['p99_ms']}", "100k: ≤25/–/≤60")
+            (f"query {key} p50/p95/p99 ms", f"{seq['p50_ms']}/{seq['p95_ms']}/{seq['p99_ms']}", LATENCY.get(key, ""))
         )  # noqa: E501
         if seq.get("stagesP50_ms"):
             rows.append((f"  stages p50 ms {key}", stage_line(seq), "the stage a regression is in"))
         if "concurrent8" in entry:
             c8 = entry["concurrent8"]
-            rows.append((f"query {key} 8 clients p50/p99 ms, qps", f"{c8['p50_ms']}/{c8['p99_ms']}, {c8['qps']}", ""))
+            qps = "≥ 84 q/s" if key == "synthetic100000" else ""
+            rows.append((f"query {key} 8 clients p50/p99 ms, qps", f"{c8['p50_ms']}/{c8['p99_ms']}, {c8['qps']}", qps))
             rows.append((f"ANN recall@10 {key}", entry["annRecallAt10"], "≥ 0.98"))
             rows.append((f"API peak RSS MB {key} (built it)", entry["apiPeakRssMb"], "≤ 600 at 100k"))
             seq = entry["restarted"]["sequential"]
             rows.append(
-                (f"query {key} p50/p95/p99 ms, restarted API", f"{seq['p50_ms']}/{seq['p95_ms']}/{seq['p99_ms']}", "")
+                (
+                    f"query {key} p50/p95/p99 ms, restarted API",
+                    f"{seq['p50_ms']}/{seq['p95_ms']}/{seq['p99_ms']}",
+                    LATENCY.get(key, ""),
+                )
             )
             rows.append(
                 (
@@ -856,8 +865,8 @@ def report() -> None:
                 )
             )
         if "duringIndexing" in entry:
-            rows.append(("query p99 during indexing (× idle)", entry["p99RatioToIdle"], "≤ 3"))
-            rows.append(("MCP stdio search p50 ms", entry["mcpStdio"]["p50_ms"], "≤ 40"))
+            rows.append(("query p99 during indexing (× idle)", entry["p99RatioToIdle"], "≤ 2"))
+            rows.append(("MCP stdio search p50 ms", entry["mcpStdio"]["p50_ms"], "≤ 20"))
     for key, ab in results.get("memoryCopy", {}).items():
         on, off = ab["inMemory"], ab["lancedb"]
         rows.append(
