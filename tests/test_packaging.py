@@ -89,6 +89,7 @@ def test_the_mcp_bridge_starts_from_its_extra_alone(mcp_venv: Path, stack: Stack
                            cwd=mcp_venv, capture_output=True, text=True, check=True).stdout  # fmt: skip
     assert where.startswith(str(mcp_venv)), where
     assert not can_import(mcp_venv, "grpc")
+    assert can_import(mcp_venv, "uvloop") and can_import(mcp_venv, "httptools")  # `mcp --http` serves on them
 
     async def tools() -> list[str]:
         params = StdioServerParameters(
