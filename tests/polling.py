@@ -9,18 +9,25 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 
-def until(check: Callable[[], T | None], timeout: float = 30.0, every: float = 0.05, what: str = "") -> T:
-    """`check()`'s first truthy answer, asked every `every` seconds; AssertionError naming `what`
-    (or the check) and its last answer when none came within `timeout` seconds."""
+def until(
+    check: Callable[[], T | None],
+    timeout: float = 30.0,
+    every: float = 0.05,
+    what: str = "",
+    accept: Callable[[Any], object] = bool,
+) -> T:
+    """`check()`'s first answer that `accept` takes (by default: a truthy one), asked every `every`
+    seconds; AssertionError naming `what` (or the check) and its last answer when none came within
+    `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while True:
         found = check()
-        if found:
+        if found is not None and accept(found):
             return found
         if time.monotonic() >= deadline:
             raise AssertionError(f"{what or check} did not come within {timeout:g} s (last answer: {found!r})")

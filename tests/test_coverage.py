@@ -48,12 +48,7 @@ def coverage(stack: Stack, **body: Any) -> dict[str, Any]:
 
 def poll(stack: Stack, check: Any, timeout: float = 30, **body: Any) -> dict[str, Any]:
     """The first coverage note `check` accepts: a pass is reused for a few seconds (COVERAGE_REUSE_S)."""
-
-    def accepted() -> dict[str, Any] | None:
-        found = coverage(stack, **body)
-        return found if check(found) else None
-
-    return until(accepted, timeout, 0.2, what="a coverage note the check accepts")
+    return until(lambda: coverage(stack, **body), timeout, 0.2, what="a coverage note the check accepts", accept=check)
 
 
 def test_skipped_files_are_counted_by_rule_and_named_in_the_note(harbour: tuple[Stack, Path]) -> None:

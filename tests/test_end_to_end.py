@@ -160,12 +160,8 @@ def test_status_reports_ready_stack(indexed: Indexed) -> None:
     assert status["embedder"]["modelId"] == "all-MiniLM-L6-v2-onnx-int8+int8-matmul"
     assert status["chunks"] > 0
     # The index is small, so searches are answered from memory once the copy has loaded.
-
-    def held() -> str | None:
-        out = indexed.stack.cli("status").stdout
-        return out if "in memory: " in out else None
-
-    line = until(held, 60, 0.1, what="`semsearch status` saying the copy is in memory")
+    line = until(lambda: indexed.stack.cli("status").stdout, 60, 0.1, what="`semsearch status` saying the copy is "
+                 "in memory", accept=lambda out: "in memory: " in out)  # fmt: skip
     assert f"in memory: {status['chunks']:,} chunks (" in line
 
 

@@ -40,12 +40,7 @@ def corpus(root: Path) -> Path:
 
 
 def poll(db: semsearch.Database, deadline_s: float = 300) -> ModelSwitch:
-
-    def ended() -> ModelSwitch | None:
-        state = db.model_switch()
-        return None if state.state == "building" else state
-
-    return until(ended, deadline_s, what="the switch's end")
+    return until(db.model_switch, deadline_s, what="the switch's end", accept=lambda state: state.state != "building")
 
 
 def ranked(db: semsearch.Database) -> list[list[tuple[str, int, float]]]:
