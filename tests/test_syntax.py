@@ -11,7 +11,7 @@ import pytest
 
 from semsearch.config import Settings
 from semsearch.embedder.client import EmbedderClient
-from semsearch.indexer.chunker import ChunkSizes, chunk_text
+from semsearch.indexer.chunker import DEFINITION_VIEW_CHARS, ChunkSizes, chunk_text
 from semsearch.indexer.syntax import GRAMMARS, language_for, parse_symbols
 
 SIZES = ChunkSizes.from_settings(Settings())
@@ -267,13 +267,28 @@ def test_what_cannot_be_parsed_falls_back_to_paragraph_chunks(name: str, source:
 
 def test_each_definition_is_named_in_words_on_the_chunk_it_starts_in(embedder: EmbedderClient) -> None:
     """`Chunk.names`: what a search embeds beside the chunk, so a question naming a definition finds
-    it however long its body or however many neighbours share its chunk."""
+    it however long its body or however many neighbours share its chunk: each definition in words,
+    then, where the chunk holds more than a definition, that definition alone under its symbol path."""
     packed = (
         "class LedgerBook:\n    def post_entry(self, entry):\n        return entry\n\n\n"
         "def parse_rgb(text):\n    return text\n"
     )
     (chunk,) = chunk_text(packed, embedder.count_tokens, SIZES, "python")
-    assert chunk.names == ("class ledger book", "method post entry in ledger book", "function parse rgb")
+    assert chunk.names == (
+        "class ledger book",
+        "method post entry in ledger book",
+        "function parse rgb",
+        "LedgerBook\nclass LedgerBook:\n    def post_entry(self, entry):\n        return entry",
+        "LedgerBook › post_entry\n    def post_entry(self, entry):\n        return entry",
+        "parse_rgb\ndef parse_rgb(text):\n    return text",
+    )
+    # A packed definition longer than the view is cut: its name, signature and first lines.
+    body = "".join(f"        total = total + entry_amount_{n}\n" for n in range(20))
+    longer = f"class Till:\n    def open(self):\n        return 0\n\n    def tally(self, total):\n{body}"
+    (till,) = chunk_text(longer, embedder.count_tokens, SIZES, "python")
+    (view,) = [name for name in till.names if name.startswith("Till › tally\n")]
+    assert len(body) > DEFINITION_VIEW_CHARS and len(view) == DEFINITION_VIEW_CHARS
+    assert view.split("\n")[1] == "    def tally(self, total):"
     chunks = chunk_text(long_function(60), embedder.count_tokens, SIZES, "python")
     pieces = [c for c in chunks if c.heading == "summarise_the_ledger"]
     assert pieces[0].names == ("function summarise the ledger",)  # the piece its first line is in…

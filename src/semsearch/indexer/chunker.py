@@ -31,7 +31,7 @@ import yaml
 
 from semsearch.config import Settings
 from semsearch.corpus.extract import Document, Segment, Unindexable
-from semsearch.indexer.syntax import GRAMMARS, Symbol, chunk_code
+from semsearch.indexer.syntax import GRAMMARS, SEPARATOR, Symbol, chunk_code
 from semsearch.limits import MAX_CHUNK_NAMES, MAX_NAME_CHARS
 from semsearch.schemas import DocMeta
 from semsearch.text import embedded
@@ -50,6 +50,11 @@ FENCE = re.compile(r"^ {0,3}(```|~~~)")
 META_KEYS = ("title", "status", "superseded_by", "date", "tags")
 # A notebook kernel's language name (`kernelspec.language`) → the grammar that chunks its cells.
 GRAMMAR_NAMES = {**{name: name for name in GRAMMARS}, "c++": "cpp", "c#": "csharp", "sh": "bash", "js": "javascript"}
+
+# A definition embedded alone stops here (~170 tokens of code): its name, signature and first lines
+# are what tell it from its neighbours. Replayed on six code sets (eval.views' way), 250, 500 and
+# 1,000 characters found as many definitions within noise, and 500 costs half the embedding of 1,000.
+DEFINITION_VIEW_CHARS = 500
 
 
 @dataclass(frozen=True)
@@ -236,9 +241,10 @@ def chunk_document(
     definitions too (their symbols are the notebook's), under the Markdown headings above them."""
     counter = _CachedCounter(count)
     if language is not None and not doc.markdown and len(doc.segments) == 1:
-        code = _code_chunks(doc.segments[0].text, language, counter, sizes, path)
+        text = doc.segments[0].text
+        code = _code_chunks(text, language, counter, sizes, path)
         if code is not None:
-            return _named(code)
+            return _named(code, dict(enumerate(text.split("\n"), start=1)), path)
     target, overlap, limit = sizes.target, sizes.overlap, sizes.limit
     parts, meta = sections(doc)
     counter.prime(line for part in parts for _, line in part.lines)
@@ -254,26 +260,54 @@ def chunk_document(
         atoms = _atoms(part.lines, counter, limit)
         for text, start, end in _pack(atoms, target, overlap, limit):
             chunks.append(Chunk(text, start, end, part.heading, part.page, meta=part.meta))
-    return _named(Chunked(chunks, meta, symbols))
+    source = {n: line for part in parts for n, line in part.lines} if symbols else {}  # a notebook's code cells
+    return _named(Chunked(chunks, meta, symbols), source, path)
 
 
-def _named(chunked: Chunked) -> Chunked:
-    """Each definition's words on a chunk its first line is in (the last to start at or before it, so a
-    split definition's first piece): a search scores that chunk by the best
-    of its own cosine and theirs (a long body, or short definitions packed together, hide the name a
-    question asks by)."""
+def _named(chunked: Chunked, source: dict[int, str], path: str | None) -> Chunked:
+    """What is embedded beside a chunk for each definition whose first line is in it (the last
+    chunk to start at or before that line, so a split definition's first piece); a search scores
+    the chunk by the best of its own cosine and theirs:
+    - the definition in words (`Symbol.in_words`): a body's hundred tokens drown the name a
+      question asks by;
+    - the definition alone, under its path › symbol path, where the chunk holds more than it
+      (short definitions packed together, a method under its class's header): its neighbours'
+      words blur the chunk's vector. A chunk that is just the definition (or its first piece)
+      already is this view, so nothing more is embedded for it."""
     if not chunked.symbols:
         return chunked
     starts = sorted((c.start_line, i) for i, c in enumerate(chunked.chunks))
-    names: dict[int, list[str]] = {}
+    words: dict[int, list[str]] = {}
+    alone: dict[int, list[str]] = {}
+    first_lines = sorted(s.start_line for s in chunked.symbols)
     for symbol in chunked.symbols:
         at = bisect.bisect_right(starts, (symbol.start_line, len(starts))) - 1
-        if at >= 0 and chunked.chunks[starts[at][1]].end_line >= symbol.start_line:
-            names.setdefault(starts[at][1], []).append(symbol.in_words[:MAX_NAME_CHARS])
+        if at < 0 or chunked.chunks[starts[at][1]].end_line < symbol.start_line:
+            continue
+        i = starts[at][1]
+        chunk = chunked.chunks[i]
+        words.setdefault(i, []).append(symbol.in_words[:MAX_NAME_CHARS])
+        before = bisect.bisect_left(first_lines, symbol.start_line) - bisect.bisect_left(first_lines, chunk.start_line)
+        if before > 0 or chunk.end_line > symbol.end_line:
+            where = SEPARATOR.join(p for p in (path, symbol.symbol_path) if p)
+            alone.setdefault(i, []).append(embedded(where, _opening(source, symbol))[:DEFINITION_VIEW_CHARS])
     chunks = [
-        replace(c, names=tuple(names[i][:MAX_CHUNK_NAMES])) if i in names else c for i, c in enumerate(chunked.chunks)
+        replace(c, names=tuple([*words.get(i, ()), *alone.get(i, ())][:MAX_CHUNK_NAMES])) if i in words else c
+        for i, c in enumerate(chunked.chunks)
     ]
     return replace(chunked, chunks=chunks)
+
+
+def _opening(source: dict[int, str], symbol: Symbol) -> str:
+    """The definition's first lines, up to the view's length (a class can run to thousands)."""
+    lines: list[str] = []
+    size = 0
+    for n in range(symbol.start_line, symbol.end_line + 1):
+        lines.append(source.get(n, ""))
+        size += len(lines[-1]) + 1
+        if size >= DEFINITION_VIEW_CHARS:
+            break
+    return "\n".join(lines)
 
 
 def _cell_chunks(
