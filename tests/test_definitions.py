@@ -1,6 +1,7 @@
 """A chunk is found by what it defines, not only by what its body says (`Chunk.names`): each
-definition is embedded alone, in words, and the vector arm scores a chunk by the best of its own
-cosine and its definitions'. Through the library in one process, with the real model."""
+definition is embedded alone, in words — and as its own code where its chunk holds more than it —
+and the vector arm scores a chunk by the best of its own cosine and its definitions'. Through the
+library in one process, with the real model."""
 
 from __future__ import annotations
 
@@ -61,6 +62,9 @@ def test_a_question_naming_a_definition_finds_the_chunk_that_defines_it(tmp_path
         # Packed with its neighbours in one chunk, a short method is found as well as they are.
         hit = _top(db, "method balance in ledger")
         assert hit.rel_path == "src/units.py" and hit.start_line <= 24 <= hit.end_line and _cosine(hit) > 0.95, hit
+        # Its chunk holds more than it, so it is also embedded alone: path › symbol path, then its code.
+        hit = _top(db, "src/units.py › Ledger › balance\n    def balance(self):\n        return 0")
+        assert hit.rel_path == "src/units.py" and hit.start_line <= 24 <= hit.end_line and _cosine(hit) > 0.99, hit
         prose = _top(db, "degrees celsius in reports")  # prose has no definitions: its own cosine only
         assert prose.rel_path == "docs/notes.md" and _cosine(prose) < 0.95
 
