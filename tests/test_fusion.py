@@ -280,3 +280,18 @@ def test_the_shipped_ranking_has_one_home_and_the_settings_default_to_it() -> No
     assert shipped_document(SHIPPED, SHIPPED_GATE) == document  # what `make eval --write-ranking` writes back
     # An operator's variable still overrides one parameter and leaves the rest shipped.
     assert params_from(Settings(rrf_k=30)) == replace(SHIPPED, rrf_k=30)
+
+
+def test_the_shipped_ranking_is_the_setting_make_eval_chose_on_every_set() -> None:
+    """The README says the shipped parameters are the ones `make eval` chose: ranking.json and the
+    choice recorded in eval/results.json (leave-one-set-out, `shipped`) must say the same."""
+    import json
+
+    from eval.run import HERE
+    from semsearch.ranking import SHIPPED_FILE
+
+    chosen = json.loads((HERE / "results.json").read_text())["leaveOneSetOut"]["shipped"]
+    shipped = json.loads(SHIPPED_FILE.read_text())
+    assert set(shipped) == set(chosen)
+    differ = {k: (shipped[k], chosen[k]) for k in shipped if shipped[k] != chosen[k]}
+    assert not differ, f"ranking.json differs from make eval's choice (shipped, chosen): {differ}"
