@@ -24,19 +24,32 @@ import os
 import subprocess
 import sys
 import time
+import warnings
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import httpx
+import lancedb
 from rich.console import Console
 from rich.table import Table
 
+from eval import quotes as quote_units
 from eval.codesets import BUILDERS as OTHER_LANGUAGES
 from eval.datasets import BUILDERS, HERE, SHARED, Dataset
 from semsearch.config import Settings
-from semsearch.engine.fusion import Candidate, is_question, params_from, rank
+from semsearch.engine.fusion import (
+    QUOTE_CANDIDATES,
+    QUOTE_MIN_WORDS,
+    WORD,
+    Candidate,
+    is_question,
+    params_from,
+    quotes,
+    rank,
+)
 from semsearch.engine.lexical import query_terms
 from semsearch.ranking import SHIPPED, SHIPPED_FILE, SHIPPED_GATE, FusionParams, shipped_document
 from tests.processes import Service, start_api, start_embedder
@@ -160,6 +173,9 @@ class Prepared:
     doc_of: dict[str, str]  # chunk id -> document id
     path_of: dict[str, str]  # chunk id -> its path
     lines_of: dict[str, tuple[int, int]]  # chunk id -> its first and last line
+    # The text of each chunk `rank` finds quoting the query; the rest read as empty. Found once per
+    # query rather than once per setting: the quote test does not depend on the setting.
+    quoting: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -173,6 +189,7 @@ class Unit:
     arms: dict[float, dict[str, dict[str, Any]]]
     held_out: bool = True  # SciFact train is only ever tuned on
     prepared: dict[float, dict[str, Prepared]] = field(default_factory=dict)
+    texts: dict[str, str] = field(default_factory=dict)  # chunk id -> text, for what `rank` reads of it
 
     def queries(self, gate: float) -> dict[str, Prepared]:
         if gate not in self.prepared:
@@ -184,10 +201,23 @@ class Unit:
                     {a[0]: self.data.doc_id(a[1]) for a in arm["vector"] + arm["lexical"]},
                     {a[0]: a[1] for a in arm["vector"] + arm["lexical"]},
                     {a[0]: (a[4], a[5]) for a in arm["vector"] + arm["lexical"] if len(a) > 5},
+                    quoting(arm["query"], [a[0] for a in arm["lexical"]], self.texts),
                 )
                 for qid, arm in self.arms[gate].items()
             }
         return self.prepared[gate]
+
+
+def _read(texts: dict[str, str], chunk_id: str) -> str:
+    return texts.get(chunk_id, "")
+
+
+def quoting(query: str, by_bm25: list[str], texts: dict[str, str]) -> dict[str, str]:
+    """The chunks among BM25's first finds whose text quotes the query, as `rank` judges them."""
+    words = WORD.findall(query.lower())
+    if len(words) < QUOTE_MIN_WORDS or is_question(query):
+        return {}
+    return {c: texts[c] for c in by_bm25[:QUOTE_CANDIDATES] if c in texts and quotes(words, texts[c])}
 
 
 def offline_run(
@@ -248,6 +278,7 @@ def ranked_chunks(
             hybrid=mode == "hybrid",
             path_of=q.path_of.__getitem__,
             boosts=boosts,
+            text_of=partial(_read, q.quoting),
         )
         out[qid] = (q, [fused.id for fused in ranking.fused])
     return out
@@ -297,8 +328,13 @@ def leave_one_set_out(units: list[Unit]) -> dict[str, Any]:
     console.print(f"  replaying {len(points)} fusion settings on {len(units)} sets, a process per core")
     global _REPLAYED  # the forked workers read the units from here rather than have them pickled
     _REPLAYED = (units, points, shipped_boosts)
-    with ProcessPoolExecutor(os.cpu_count(), mp_context=multiprocessing.get_context("fork")) as pool:
-        table = dict(zip([u.name for u in units], pool.map(_replay_grid, range(len(units))), strict=True))
+    for unit in units:  # found before the fork, once, rather than in each worker
+        unit.queries(1.0), unit.queries(min(GATES))
+    with warnings.catch_warnings():
+        # The chunks' texts were read through LanceDB before the fork; the workers never call it.
+        warnings.filterwarnings("ignore", "lancedb fork support", RuntimeWarning)
+        with ProcessPoolExecutor(os.cpu_count(), mp_context=multiprocessing.get_context("fork")) as pool:
+            table = dict(zip([u.name for u in units], pool.map(_replay_grid, range(len(units))), strict=True))
 
     def best_on(names: list[str], family: str) -> int:
         margins = {i: [table[n][i] - max(arms[n].values()) for n in names] for i in range(len(points))
@@ -378,11 +414,12 @@ def dropped_by_abstention(units: list[Unit], params: FusionParams, min_score: fl
             vector = [Candidate(a[0], a[2]) for a in arm["vector"]]
             lexical = [Candidate(a[0], a[3]) for a in arm["lexical"]]
             top: dict[str, float] = {}
+            read = partial(_read, unit.queries(1.0)[qid].quoting)
             ranking = rank(vector, lexical, params, query=arm["query"], hybrid=True, path_of=paths.__getitem__,
-                           boosts=Settings().path_boosts)  # fmt: skip
+                           boosts=Settings().path_boosts, text_of=read)  # fmt: skip
             for f in ranking.fused:
                 doc = unit.data.doc_id(paths[f.id])
-                top.setdefault(doc, cosine[f.id])
+                top.setdefault(doc, 1.0 if f.id in ranking.quoted else cosine[f.id])  # kept whatever its cosine
                 if len(top) == 5:
                     break
             relevant = {d for d, r in qrels.get(qid, {}).items() if r > 0}
@@ -420,9 +457,11 @@ def failures(unit: Unit, params: FusionParams, gate: float, worst: int = 6) -> l
 
 
 def collect_units(evaluator: Evaluator, data: Dataset, data_dir: Path, chunks: int) -> list[Unit]:
-    """Each split's arms per gate, kept beside the index (`--offline` replays them without services)."""
+    """Each split's arms per gate, kept beside the index (`--offline` replays them without services);
+    the quote split is built from the index first (`eval.quotes`)."""
     splits = ["train", "test"] if "train" in data.queries else ["test"]
-    for split in splits:
+    with_quotes(evaluator.work, data, data_dir / "index")
+    for split in [*splits, quote_units.SPLIT]:
         for gate in GATES:
             cache = evaluator.work / "arms" / f"{data.name}-{split}-{gate}.json"
             if cache.exists():
@@ -516,18 +555,41 @@ def write_ranking(loso: dict[str, Any]) -> None:
     console.print(f"wrote the shipped ranking to {SHIPPED_FILE}")
 
 
+def with_quotes(work: Path, data: Dataset, index: Path) -> None:
+    """Adds the set's quote split (its queries and qrels, built once from its index)."""
+    data.queries[quote_units.SPLIT], data.qrels[quote_units.SPLIT] = quote_units.split(
+        work, data.name, index, data.kind == "code", data.doc_id
+    )
+
+
+def chunk_texts(index: Path) -> dict[str, str]:
+    table = lancedb.connect(str(index)).open_table("chunks").to_arrow().select(["id", "text"])
+    return dict(zip(table["id"].to_pylist(), table["text"].to_pylist(), strict=True))
+
+
 def cached_units(work: Path, data: Dataset) -> list[Unit]:
     """A set's units from its kept arms: one per split, and for a set built from doc comments a
-    second one judged by the definition (function Hit@10) beside the one judged by file."""
+    second one judged by the definition (function Hit@10) beside the one judged by file; then its
+    quotes (MRR@10), when their arms were kept."""
     splits = ["train", "test"] if "train" in data.queries else ["test"]
+    index = index_dir(work, data) / "index"
+    texts = chunk_texts(index)
+
+    def arms_of(split: str) -> dict[float, dict[str, dict[str, Any]]]:
+        return {gate: json.loads((work / "arms" / f"{data.name}-{split}-{gate}.json").read_text())["arms"]
+                for gate in GATES}  # fmt: skip
+
     units = []
     for split in splits:
-        arms = {gate: json.loads((work / "arms" / f"{data.name}-{split}-{gate}.json").read_text())["arms"]
-                for gate in GATES}  # fmt: skip
+        arms = arms_of(split)
         name = f"{data.name}-{split}" if len(splits) > 1 else data.name
-        units.append(Unit(name, data, split, data.metric, arms, held_out=split == "test"))
+        units.append(Unit(name, data, split, data.metric, arms, held_out=split == "test", texts=texts))
         if data.definitions:
-            units.append(Unit(f"{name} (function)", data, split, FUNCTION, arms, held_out=split == "test"))
+            units.append(Unit(f"{name} (function)", data, split, FUNCTION, arms, split == "test", texts=texts))
+    if all((work / "arms" / f"{data.name}-{quote_units.SPLIT}-{gate}.json").exists() for gate in GATES):
+        with_quotes(work, data, index)
+        arms = arms_of(quote_units.SPLIT)
+        units.append(Unit(f"{data.name} (quotes)", data, quote_units.SPLIT, "MRR@10", arms, texts=texts))
     return units
 
 

@@ -295,3 +295,30 @@ def test_the_shipped_ranking_is_the_setting_make_eval_chose_on_every_set() -> No
     assert set(shipped) == set(chosen)
     differ = {k: (shipped[k], chosen[k]) for k in shipped if shipped[k] != chosen[k]}
     assert not differ, f"ranking.json differs from make eval's choice (shipped, chosen): {differ}"
+
+
+def test_a_chunk_that_quotes_a_statement_goes_first_and_a_question_or_a_phrase_does_not_move_it() -> None:
+    from semsearch.engine.fusion import Candidate, FusionParams, quotes, rank
+
+    quoted = "Apps would benefit from a javascript database where data is plain objects, persisted on disk as JSON."
+    texts = {"general": "LokiJS is a fast in-memory database for browsers and node.", "quoted": quoted}
+    # The vector arm prefers the general chunk; BM25 finds both, the quoted one first.
+    vector = [Candidate("general", 0.62), Candidate("quoted", 0.56)]
+    lexical = [Candidate("quoted", 14.0), Candidate("general", 3.0)]
+
+    def first(query: str, read: bool = True) -> tuple[str, frozenset[str]]:
+        params = replace(FusionParams.plain(10), lexical_only_weight=0.5)
+        ranking = rank(vector, lexical, params, query=query, hybrid=True, path_of=lambda c: c + ".md", boosts=None,
+                       text_of=texts.__getitem__ if read else None)  # fmt: skip
+        return ranking.fused[0].id, ranking.quoted
+
+    # Words dropped and one changed, as a line is remembered.
+    remembered = "a javascript database whose data is plain objects persisted on disk as JSON"
+    assert first(remembered) == ("quoted", frozenset({"quoted"}))
+    assert first("plain objects on disk") == ("general", frozenset())  # four words: a description, not a line
+    assert first("Is there a javascript database where data is plain objects on disk?")[1] == frozenset()
+    assert first(remembered, read=False)[1] == frozenset()  # nothing to read, nothing quoted
+    # The words in another order, or too far apart, are not a quote.
+    words = remembered.lower().split()
+    assert quotes(words, quoted) and not quotes(list(reversed(words)), quoted)
+    assert not quotes(words, " filler filler filler ".join(words))

@@ -331,8 +331,9 @@ class Settings(BaseSettings):
     )
     lexical_only_weight: float = Field(
         SHIPPED.lexical_only_weight,
-        description="Scales BM25's share for a chunk the vector arm did not find at all: a keyword match "
-        "can add to an answer without displacing what both arms agree on.",
+        description="Scales BM25's share for a chunk the vector arm did not find at all: 1 counts it as any "
+        "other (a quoted line is often one the vector arm never found); under 1 a keyword match adds to an "
+        "answer without displacing what both arms agree on.",
     )
     flagged: Literal["show", "label", "hide"] = Field(
         "label",

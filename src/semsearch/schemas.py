@@ -514,7 +514,7 @@ class HitSummary(Wire):
     )
     label: str = Field(
         description="Why it is here: [semantic 0.71], [both 0.69], [keyword 0.40], [keyword, not embedded yet] "
-        "or [exact match]."
+        "[exact match], or [quote 0.56] (its text quotes the query: it goes first)."
     )
     stale: bool = Field(False, description="The file changed on disk after it was indexed.")
     flags: list[str] = Field(

@@ -4,11 +4,12 @@ Two fusions, one chosen by `make eval` (`FusionParams.fusion`): a convex combina
 scores, each arm's rescaled per query (`convex`), or Reciprocal Rank Fusion, which sums
 `weight / (rrf_k + rank)` over the arms that found a chunk (`rrf`). Neither sum can be
 thresholded, so "is this relevant at all" is decided on the cosine similarity instead (`passes`),
-with one exception: an exact identifier match is always kept.
+with two exceptions: an exact identifier match, and a chunk that quotes the query, are always kept.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -160,6 +161,7 @@ class Ranking:
     lexical_weight: float  # the BM25 weight this query got
     exact: frozenset[str]  # chunk ids whose text holds every identifier the query names
     question: bool
+    quoted: frozenset[str] = frozenset()  # chunk ids whose text quotes the query (`quotes`)
 
 
 def rank(
@@ -175,8 +177,9 @@ def rank(
 ) -> Ranking:
     """The one ranking path, served by `retrieval.search` and replayed by `make eval`: both arms
     fused (balanced per query in hybrid mode), path boosts multiplied in, and for a query that is
-    just identifiers the exact matches first. `path_of` and `text_of` map a chunk id to its path
-    and text (without `text_of`, as in the offline replay, nothing is exact)."""
+    just identifiers the exact matches first; in hybrid mode, chunks that quote a statement of
+    several words (`quotes`) first. `path_of` and `text_of` map a chunk id to its path and text
+    (without `text_of`, nothing is exact or quoted)."""
     question = is_question(query)
     fused, lexical_weight = fuse(vector, lexical, params, balanced=hybrid, question=question)
     if boosts:
@@ -184,9 +187,49 @@ def rank(
         fused = boost(fused, lambda chunk_id: by_path(path_of(chunk_id)))
     identifiers = identifiers_in(query)
     exact = frozenset(f.id for f in fused if text_of is not None and is_exact(identifiers, text_of(f.id)))
+    quoted: frozenset[str] = frozenset()
     if exact and is_exact_query(query, identifiers):
         fused.sort(key=lambda f: f.id not in exact)  # stable: exact hits first, each group in fused order
-    return Ranking(fused, lexical_weight, exact, question)
+    elif hybrid and text_of is not None and not question:
+        words = WORD.findall(query.lower())
+        if len(words) >= QUOTE_MIN_WORDS:
+            # A chunk that holds the query's words in its order has them all, so BM25 ranks it near
+            # the top: its first few finds are the only ones worth reading.
+            by_bm25 = sorted((f for f in fused if f.bm25_rank is not None), key=lambda f: f.bm25_rank or 0)
+            quoted = frozenset(f.id for f in by_bm25[:QUOTE_CANDIDATES] if quotes(words, text_of(f.id)))
+            fused.sort(key=lambda f: f.id not in quoted)
+    return Ranking(fused, lexical_weight, exact, question, quoted)
+
+
+# A statement of this many words or more can be a line the user remembers (a sentence, an error
+# message, a line of code) rather than a description: where a chunk quotes it — at least
+# QUOTE_PAIRS of its adjacent word pairs found in the chunk in the same order, each within
+# QUOTE_GAP words (a remembered line drops and changes words) — that chunk goes first. Without it,
+# hybrid ranked a quoted passage under BM25 alone on every set (`make eval`'s quote units): the
+# vector arm prefers a neighbour that says the same thing in general words. Questions are left
+# out: an answer rarely quotes its question, and another page that cites the question by its
+# title would be put first (the Debian FAQ's cross-references).
+QUOTE_MIN_WORDS = 5
+QUOTE_PAIRS = 0.8
+QUOTE_GAP = 3
+QUOTE_CANDIDATES = 20
+WORD = re.compile(r"\w+")
+
+
+def quotes(words: Sequence[str], text: str) -> bool:
+    """Whether `text` holds the word sequence `words` (lowercased) nearly in order (see QUOTE_PAIRS)."""
+    pairs = list(zip(words, words[1:], strict=False))
+    if not pairs:
+        return False
+    positions: dict[str, list[int]] = {}
+    wanted = set(words)
+    for i, word in enumerate(WORD.findall(text.lower())):
+        if word in wanted:
+            positions.setdefault(word, []).append(i)
+    found = sum(
+        any(0 < j - i <= QUOTE_GAP for i in positions.get(a, ()) for j in positions.get(b, ())) for a, b in pairs
+    )
+    return found >= QUOTE_PAIRS * len(pairs)
 
 
 def is_exact_query(query: str, identifiers: list[str]) -> bool:
@@ -243,11 +286,18 @@ def lexical_balance(
 
 
 def label(
-    cosine: float | None, vector_rank: int | None, bm25_rank: int | None, exact: bool, flags: Sequence[str] = ()
+    cosine: float | None,
+    vector_rank: int | None,
+    bm25_rank: int | None,
+    exact: bool,
+    flags: Sequence[str] = (),
+    quoted: bool = False,
 ) -> str:
     """`[both 0.690]`; with screening flags, `[semantic 0.610 ⚠ hidden-instructions]`."""
     if exact:
         why = "exact match"
+    elif quoted:
+        why = "quote" if cosine is None else f"quote {cosine:.3f}"
     elif cosine is None:  # found by BM25 while its run has not embedded it yet
         why = "keyword, not embedded yet"
     elif vector_rank is not None and bm25_rank is not None:

@@ -181,7 +181,7 @@ def search(
             best = row["cosine"] if best is None else max(best, row["cosine"])
         if in_globs is not None and not in_globs(row["path"]):
             continue
-        if not passes(row["cosine"], f.id in exact, min_score):
+        if not passes(row["cosine"], f.id in exact or f.id in ranking.quoted, min_score):
             continue
         key = f"{row['folder']}/{row['path']}"
         if request.group == "file" and per_file[key] >= request.per_file:
@@ -189,7 +189,7 @@ def search(
         if row["flags"] and settings.flagged == "hide":
             continue
         per_file[key] += 1
-        hits.append(_hit(row, f, f.id in exact, registered, settings.flagged == "label"))
+        hits.append(_hit(row, f, f.id in exact, registered, settings.flagged == "label", f.id in ranking.quoted))
         if len(hits) >= request.k:
             break
 
@@ -247,7 +247,9 @@ def _arm_hit(row: dict[str, Any]) -> ArmHit:
     )
 
 
-def _hit(row: dict[str, Any], fused: Fused, exact: bool, registered: dict[str, str], label_flags: bool) -> Hit:
+def _hit(
+    row: dict[str, Any], fused: Fused, exact: bool, registered: dict[str, str], label_flags: bool, quoted: bool
+) -> Hit:
     vector_rank, bm25_rank = fused.vector_rank, fused.bm25_rank
     file_path = os.path.join(registered[row["folder"]], row["path"])
     try:
@@ -255,7 +257,7 @@ def _hit(row: dict[str, Any], fused: Fused, exact: bool, registered: dict[str, s
     except OSError:
         stale = True
     flags = list(row["flags"] or [])
-    why = label(row["cosine"], vector_rank, bm25_rank, exact, flags if label_flags else [])
+    why = label(row["cosine"], vector_rank, bm25_rank, exact, flags if label_flags else [], quoted)
     if row["status"] in HIDDEN:
         why += " " + lifecycle_label(row["status"], row["superseded_by"], row["date"])
     return Hit(
