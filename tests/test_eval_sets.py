@@ -1,7 +1,10 @@
-"""The held-out code sets' builder: doc comments removed with line numbers kept, and each asked
-sentence tied to the line of the definition it documented (`eval/codesets.py`)."""
+"""The eval sets' builders: the held-out code sets (doc comments removed with line numbers kept,
+each asked sentence tied to the line of the definition it documented: `eval/codesets.py`), and
+every set's quote unit (`eval/quotes.py`)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -97,3 +100,33 @@ def test_doc_comments_go_and_each_sentence_points_at_its_definition(
 def test_first_sentence_drops_markers_and_keeps_link_text() -> None:
     assert first_sentence("/// See [`Vec`](std::vec::Vec) for more. Then this.") == "See `Vec` for more."
     assert first_sentence("/**\n * Two lines\n * of text.\n */") == "Two lines of text."
+
+
+def test_quote_units_are_lines_of_the_sets_own_text_with_a_quarter_of_their_words_dropped(tmp_path: Path) -> None:
+    import semsearch
+    from eval import quotes
+
+    sentences = [
+        f"Sentence {i} of the guide explains how the widget number {i} is configured on a server." for i in range(12)
+    ]
+    (tmp_path / "docs").mkdir()
+    for i in range(0, 12, 3):  # four pages of three sentences each
+        (tmp_path / "docs" / f"page{i}.md").write_text(" ".join(sentences[i : i + 3]) + "\n")
+    with semsearch.connect(tmp_path / "data", corpus_root=tmp_path) as db:
+        db.add(tmp_path / "docs")
+        db.index()
+    index = tmp_path / "data" / "index"
+    queries, qrels = quotes.split(tmp_path / "work", "guide", index, False, lambda path: Path(path).stem)
+    assert 0 < len(queries) <= quotes.QUERIES and len(qrels.read_text().splitlines()) == len(queries) + 1
+    judged = dict(line.split("\t")[:2] for line in qrels.read_text().splitlines()[1:])
+    kept = 0
+    for qid, text in queries.items():
+        words = text.split()
+        page = (tmp_path / "docs" / f"{judged[qid]}.md").read_text().split()
+        it = iter(page)
+        assert all(w in it for w in words), text  # the page's words, in its order
+        kept += len(words)
+    total = sum(len(s.split()) for s in sentences) / len(sentences) * len(queries)
+    assert 0.5 < kept / total < 0.95  # about three words in four stay
+    # Built once: asked again, the same lines (the replay reads what the live run asked).
+    assert quotes.split(tmp_path / "work", "guide", index, False, lambda path: Path(path).stem)[0] == queries

@@ -131,11 +131,13 @@ def test_search_renders_hits_from_a_real_index(context: BrowserContext, site: St
 def test_a_slide_hit_says_its_slide_and_opens_on_its_text(context: BrowserContext, site: Stack) -> None:
     ui = open_ui(context, site)
     page = ui.page
-    page.fill("#q", "a javascript database whose data is persisted on disk as JSON")
+    # A line of slide 3 half remembered: the slide that holds it comes first, labelled as a quote.
+    page.fill("#q", "a javascript database whose data is plain objects persisted on disk as JSON")
     page.press("#q", "Enter")
     first = page.locator(".hit").first
     expect(first.locator(".hit-file")).to_have_text("harbour/lokijs.pptx")
     expect(first.locator(".where")).to_contain_text("slide 3, lines")
+    expect(first.locator(".label-quote")).to_contain_text("[quote ")
     first.locator(".hit-file").click()
     expect(page.locator("#viewer .line.in-chunk").first).to_contain_text("# Slide 3")  # the slide's text, not XML
     ui.assert_clean()
