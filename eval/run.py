@@ -40,16 +40,7 @@ from eval import quotes as quote_units
 from eval.codesets import BUILDERS as OTHER_LANGUAGES
 from eval.datasets import BUILDERS, HERE, SHARED, Dataset
 from semsearch.config import Settings
-from semsearch.engine.fusion import (
-    QUOTE_CANDIDATES,
-    QUOTE_MIN_WORDS,
-    WORD,
-    Candidate,
-    is_question,
-    params_from,
-    quotes,
-    rank,
-)
+from semsearch.engine.fusion import QUOTE_CANDIDATES, Candidate, is_question, params_from, quote_words, quotes, rank
 from semsearch.engine.lexical import query_terms
 from semsearch.ranking import SHIPPED, SHIPPED_FILE, SHIPPED_GATE, FusionParams, shipped_document
 from tests.processes import Service, start_api, start_embedder
@@ -214,8 +205,8 @@ def _read(texts: dict[str, str], chunk_id: str) -> str:
 
 def quoting(query: str, by_bm25: list[str], texts: dict[str, str]) -> dict[str, str]:
     """The chunks among BM25's first finds whose text quotes the query, as `rank` judges them."""
-    words = WORD.findall(query.lower())
-    if len(words) < QUOTE_MIN_WORDS or is_question(query):
+    words = quote_words(query)
+    if not words:
         return {}
     return {c: texts[c] for c in by_bm25[:QUOTE_CANDIDATES] if c in texts and quotes(words, texts[c])}
 

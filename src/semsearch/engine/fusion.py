@@ -190,14 +190,12 @@ def rank(
     quoted: frozenset[str] = frozenset()
     if exact and is_exact_query(query, identifiers):
         fused.sort(key=lambda f: f.id not in exact)  # stable: exact hits first, each group in fused order
-    elif hybrid and text_of is not None and not question:
-        words = WORD.findall(query.lower())
-        if len(words) >= QUOTE_MIN_WORDS:
-            # A chunk that holds the query's words in its order has them all, so BM25 ranks it near
-            # the top: its first few finds are the only ones worth reading.
-            by_bm25 = sorted((f for f in fused if f.bm25_rank is not None), key=lambda f: f.bm25_rank or 0)
-            quoted = frozenset(f.id for f in by_bm25[:QUOTE_CANDIDATES] if quotes(words, text_of(f.id)))
-            fused.sort(key=lambda f: f.id not in quoted)
+    elif hybrid and text_of is not None and (words := quote_words(query)):
+        # A chunk that holds the query's words in its order has them all, so BM25 ranks it near
+        # the top: its first few finds are the only ones worth reading.
+        by_bm25 = sorted((f for f in fused if f.bm25_rank is not None), key=lambda f: f.bm25_rank or 0)
+        quoted = frozenset(f.id for f in by_bm25[:QUOTE_CANDIDATES] if quotes(words, text_of(f.id)))
+        fused.sort(key=lambda f: f.id not in quoted)
     return Ranking(fused, lexical_weight, exact, question, quoted)
 
 
@@ -214,6 +212,13 @@ QUOTE_PAIRS = 0.8
 QUOTE_GAP = 3
 QUOTE_CANDIDATES = 20
 WORD = re.compile(r"\w+")
+
+
+def quote_words(query: str) -> list[str]:
+    """The query's words when it can be a remembered line (a statement of QUOTE_MIN_WORDS or
+    more), else none."""
+    words = WORD.findall(query.lower())
+    return words if len(words) >= QUOTE_MIN_WORDS and not is_question(query) else []
 
 
 def quotes(words: Sequence[str], text: str) -> bool:
