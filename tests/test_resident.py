@@ -3,6 +3,7 @@ within its bound — on a real LanceDB table, then through the engine with the r
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, cast
 
@@ -13,6 +14,8 @@ import pytest
 from lancedb.query import LanceVectorQueryBuilder
 
 import semsearch
+from semsearch.engine import resident
+from semsearch.engine.postings import by_score
 from semsearch.engine.resident import ResidentCache
 from semsearch.engine.store import FTS_CONFIG
 from tests.corpus import FILES, write_tree
@@ -103,6 +106,78 @@ def test_a_write_makes_the_copy_stale_at_once_and_a_reload_follows(tmp_path: Pat
     assert cache.current(table) is None  # the version moved: never served from the old copy
     second = until(lambda: cache.current(table), 60)  # after the cool-down
     assert second is not first and "new" in second.positions and second.version == table.version
+
+
+def _with_ties_and_empty_chunks(tmp_path: Path) -> lancedb.table.Table:
+    """`_rows`, then 90 copies of one sentence (equal BM25 scores, past any cut) and chunks with no
+    token at all (`]`, stop words): LanceDB's index leaves those out of its chunk count and mean length."""
+    table = lancedb.connect(str(tmp_path / "db")).create_table("chunks", data=_rows(np.random.default_rng(5), 0, 200))
+    extra = ["tide warning at the quay"] * 90 + ["]", '"""', "the and of", "    }"] * 5
+    rng = np.random.default_rng(9)
+    table.add(
+        pa.table(
+            {
+                "id": [f"t{i:03}" for i in range(len(extra))],
+                "path": [f"src/t{i}.txt" for i in range(len(extra))],
+                "text": extra,
+                "lexical": extra,
+                "vector": pa.FixedSizeListArray.from_arrays(
+                    pa.array(rng.normal(size=len(extra) * 16).astype(np.float32)), 16
+                ),
+            }
+        )
+    )
+    table.create_index("lexical", config=FTS_CONFIG)
+    return table
+
+
+def _lancedb_bm25(table: lancedb.table.Table, query: str, limit: int, where: str) -> list[tuple[str, float]]:
+    """LanceDB's own answer, every match, in the one order: best first, equal scores by chunk id."""
+    search = table.search(query, query_type="fts", fts_columns="lexical")
+    if where != "true":
+        search = search.where(where, prefilter=True)
+    found = search.select(["id", "_score"]).limit(10_000).to_arrow()
+    pairs = list(zip(found["id"].to_pylist(), found["_score"].to_pylist(), strict=True))
+    return by_score(pairs, lambda p: p[1], lambda p: p[0])[:limit]
+
+
+def test_bm25_in_memory_scores_and_ranks_as_lancedb_does(tmp_path: Path) -> None:
+    table = _with_ties_and_empty_chunks(tmp_path)
+    copy = ResidentCache(1000, COLUMNS).load(table)
+    assert copy is not None and copy.postings is not None
+    queries = ("tide", "storm warning", "lighthouse keepers keeper", "gull anchor quay ferry", "run", "nothing here")
+    for query in queries:
+        tokens = [t.text for t in table.tokenize(query, column="lexical")]
+        for where in ("true", "path LIKE 'src/%'", "false"):
+            for limit in (5, 50):  # 50: the 90 equal scores of "tide warning at the quay" run past the cut
+                got = copy.bm25(tokens, limit, where)
+                want = _lancedb_bm25(table, query, limit, where)
+                assert got is not None and [r["id"] for r in got] == [i for i, _ in want], (query, where, limit)
+                assert np.allclose([r["bm25"] for r in got], [s for _, s in want], rtol=1e-5)
+                assert all(r["vector"].shape == (16,) and r["text"] for r in got)
+
+
+def test_bm25_stays_with_lancedb_where_its_index_does_not_cover_every_row(tmp_path: Path) -> None:
+    table = _table(tmp_path, 60)
+    table.add(_rows(np.random.default_rng(3), 60, 5))  # written after the index: scored apart until optimize
+    copy = ResidentCache(1000, COLUMNS).load(table)
+    assert copy is not None and copy.postings is None and copy.bm25(["tide"], 10, "true") is None
+    table.optimize()  # folds the new rows into the index
+    copy = ResidentCache(1000, COLUMNS).load(table)
+    assert copy is not None and copy.postings is not None
+    assert _table(tmp_path / "plain", 20, fts=False) is not None
+    no_index = ResidentCache(1000, COLUMNS).load(lancedb.connect(str(tmp_path / "plain" / "db")).open_table("chunks"))
+    assert no_index is not None and no_index.postings is None  # no full-text index: nothing to agree with
+
+
+def test_postings_that_score_otherwise_than_lancedb_are_not_used(tmp_path: Path) -> None:
+    table = _table(tmp_path, 120)
+    copy = ResidentCache(1000, COLUMNS).load(table)
+    assert copy is not None and copy.postings is not None
+    assert resident._checked(copy.postings, copy) is copy.postings
+    # A fault, injected: the same postings with every weight 1% off, as another BM25 would score.
+    skewed = dataclasses.replace(copy.postings, weights=copy.postings.weights * 1.01)
+    assert resident._checked(skewed, copy) is None
 
 
 def test_over_the_bound_nothing_is_held(tmp_path: Path) -> None:
@@ -238,6 +313,8 @@ def test_the_engine_answers_alike_with_and_without_the_copy(tmp_path: Path) -> N
     with semsearch.connect(tmp_path / "data", corpus_root=tmp_path) as db:
         held = until(lambda: db.status().in_memory)
         assert held == db.status().chunks
+        copy = db._backend.store.resident.copy  # type: ignore[attr-defined]  # the engine's, to see the path taken
+        assert copy is not None and copy.postings is not None  # BM25 scored in memory
         assert _answers(db) == without
         (repo / "src" / "weather.py").write_text('def kelvin_to_celsius(k):\n    """Convert zorbified kelvin."""\n')
         db.index()
@@ -260,3 +337,28 @@ def test_the_engine_answers_alike_with_and_without_the_copy(tmp_path: Path) -> N
         assert all(abs(h[2] - w[2]) < 1e-3 for h, w in zip(hits, want, strict=True))
         # The vector arm's pool: the same chunks; near-equal cosines may swap places at float16's precision.
         assert (set(vector), lexical) == (set(want_vector), want_lexical), (query, option)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_equal_bm25_scores_at_the_cut_rank_by_chunk_id_with_and_without_the_copy(tmp_path: Path) -> None:
+    """80 copies of one line score alike; the BM25 arm's pool of 50 is cut among them. LanceDB's own
+    choice there is its heap's: both paths keep the 50 first by chunk id (its path, here)."""
+    same = tmp_path / "same"
+    same.mkdir()
+    for i in range(80):
+        (same / f"copy{i:02}.md").write_text("The harbour ferry timetable changes with the tide.\n")
+    (same / "other.md").write_text("The ferry leaves at noon, whatever the timetable says.\n")
+    answers = []
+    for held in (0, 1000):
+        with semsearch.connect(tmp_path / "data", corpus_root=tmp_path, resident_rows=held) as db:
+            if not held:
+                db.add(same)
+                db.index()
+            else:
+                until(lambda: db.status().in_memory)  # noqa: B023  # this connection's, polled now
+                copy = db._backend.store.resident.copy  # type: ignore[attr-defined]
+                assert copy is not None and copy.postings is not None
+            response = db.query("harbour ferry timetable", k=10, mode="lexical", arms=True, min_score=-1)
+            assert response.arms is not None
+            answers.append([a.rel_path for a in response.arms.lexical])
+    assert answers[0] == answers[1] == [f"copy{i:02}.md" for i in range(50)]

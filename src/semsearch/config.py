@@ -386,7 +386,8 @@ class Settings(BaseSettings):
         ge=0,
         description="A chunks table up to this size is also held in memory for searches: from ann_min_rows chunks "
         "an IVF index of 8-bit codes over its vectors finds candidates, scored exactly from float16 copies; below "
-        "it a full scan; BM25 asks LanceDB for ids only. Side by side over REST at 100k chunks (rich's code with "
+        "it a full scan; BM25 is scored from postings of LanceDB's own terms (its index's scores and order, "
+        "checked at load). Side by side over REST at 100k chunks (rich's code with "
         "its definitions): hybrid p50 48-55 -> 24-26 ms, eight clients 22-23 -> 44-47 q/s, recall@10 against exact "
         "search >= 0.99; it costs ~2.7 KB a chunk (API RSS 460 -> 685 MB at 100k). 0: never.",
     )

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import socket
 import time
+from collections.abc import Callable
+from functools import partial
 
 import grpc
 import numpy as np
@@ -144,3 +146,21 @@ class EmbedderClient:
         request = pb.EmbedRequest(inputs=[pb.EmbedInput(text=text, kind=pb.INPUT_KIND_QUERY)])
         response: pb.EmbedResponse = self._call("Embed", request)  # type: ignore[assignment]
         return np.frombuffer(response.vectors, dtype="<f4"), response.model_id
+
+    def start_query(self, text: str) -> Callable[[], tuple[np.ndarray, str]]:
+        """The query's request sent now; the call returned waits for the vector. A failed call is made
+        again through `embed_query` (its retries and its errors)."""
+        request = pb.EmbedRequest(inputs=[pb.EmbedInput(text=text, kind=pb.INPUT_KIND_QUERY)])
+        try:
+            pending = self._stub.Embed.future(request, timeout=self.timeout)
+        except grpc.RpcError:
+            return partial(self.embed_query, text)
+
+        def answer() -> tuple[np.ndarray, str]:
+            try:
+                response: pb.EmbedResponse = pending.result()
+            except grpc.RpcError:
+                return self.embed_query(text)
+            return np.frombuffer(response.vectors, dtype="<f4"), response.model_id
+
+        return answer

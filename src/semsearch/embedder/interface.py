@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import numpy as np
 
 
@@ -36,4 +38,9 @@ class Embedder(Protocol):
     def count_tokens(self, texts: list[str]) -> list[int]: ...
     def embed(self, texts: list[str], query: bool = False) -> np.ndarray: ...
     def embed_query(self, text: str) -> tuple[np.ndarray, str]: ...
+    def start_query(self, text: str) -> Callable[[], tuple[np.ndarray, str]]:
+        """`embed_query`, begun: the returned call waits for its answer. The gRPC client sends the
+        request at once, so a search does other work (its BM25 arm) while the model runs."""
+        ...
+
     def close(self) -> None: ...

@@ -7,6 +7,9 @@ vector made here is the vector the service makes for the same text.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 import numpy as np
 
 from semsearch.config import Settings
@@ -61,6 +64,10 @@ class LocalEmbedder:
         request = pb.EmbedRequest(inputs=[pb.EmbedInput(text=text, kind=pb.INPUT_KIND_QUERY)])
         response = self.service.Embed(request, _Context())  # type: ignore[arg-type]
         return np.frombuffer(response.vectors, dtype="<f4"), response.model_id
+
+    def start_query(self, text: str) -> Callable[[], tuple[np.ndarray, str]]:
+        """In this process the model and the caller share the cores: it runs when asked for."""
+        return partial(self.embed_query, text)
 
     def close(self) -> None:
         """Nothing to release: the model goes with the object."""

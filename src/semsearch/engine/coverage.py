@@ -45,6 +45,7 @@ class _FolderState:
     counts: dict[str, int]  # relative path -> its chunks
     unembedded: dict[str, int]  # of those, the files a run has not embedded yet
     totals: tuple[int, int]  # chunks, and chunks not embedded yet, in the whole folder
+    stale: int  # of the checked paths, how many are stale (a scope of the whole folder needs no walk of them)
 
 
 class CoverageCache:
@@ -67,15 +68,17 @@ class CoverageCache:
         times: list[datetime] = []
         for folder in folders:
             state = self._state(store, folder)
-            paths = [p for p in state.paths if in_scope is None or in_scope(p)]
-            unchecked = state.files - len(state.paths)
-            files += len(paths) + (unchecked if in_scope is None else 0)
-            checked += len(paths)
-            stale += sum(state.paths[p] for p in paths)
-            if in_scope is None:
+            if in_scope is None:  # the whole folder: its sums, made once with the pass
+                files += state.files
+                checked += len(state.paths)
+                stale += state.stale
                 chunks += state.totals[0]
                 unembedded += state.totals[1]
-            else:  # over the paths in scope already found above (as `files` is), not every file again
+            else:  # over the paths in scope, not every file again
+                paths = [p for p in state.paths if in_scope(p)]
+                files += len(paths)
+                checked += len(paths)
+                stale += sum(state.paths[p] for p in paths)
                 chunks += sum(state.counts[p] for p in paths)
                 unembedded += sum(state.unembedded.get(p, 0) for p in paths)
             for rule, n in state.skipped.items():
@@ -165,7 +168,7 @@ def _pass(store: Store, folder: RegisteredFolder, version: int) -> _FolderState:
     unembedded = {entry.path: entry.chunks for entry in entries if not entry.embedded}
     return _FolderState(
         now, version, paths, len(entries), skipped, stats.last_indexed if stats else None, counts, unembedded,
-        (sum(counts.values()), sum(unembedded.values())),
+        (sum(counts.values()), sum(unembedded.values())), sum(paths.values()),
     )  # fmt: skip
 
 

@@ -226,9 +226,15 @@ def quotes(words: Sequence[str], text: str) -> bool:
     pairs = list(zip(words, words[1:], strict=False))
     if not pairs:
         return False
+    lowered = text.lower()
+    # A pair can be found only where both words occur in the text at all: a substring test first
+    # rules out most candidates without splitting them into words.
+    present = {word for word in set(words) if word in lowered}
+    if sum(a in present and b in present for a, b in pairs) < QUOTE_PAIRS * len(pairs):
+        return False
     positions: dict[str, list[int]] = {}
     wanted = set(words)
-    for i, word in enumerate(WORD.findall(text.lower())):
+    for i, word in enumerate(WORD.findall(lowered)):
         if word in wanted:
             positions.setdefault(word, []).append(i)
     found = sum(

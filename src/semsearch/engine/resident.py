@@ -5,10 +5,9 @@ batches) whatever the table's size: on a 1k-chunk table a flat vector query took
 `take` of 100 rows ~3 ms, while the whole 1k × 384 dot product takes 0.03 ms in numpy. So a table
 small enough to hold (`SEMSEARCH_RESIDENT_ROWS`) is held here as it is in LanceDB at one version:
 its result columns as Arrow and its vectors as one float32 matrix. The vector arm is an exact scan
-of the matrix (equal cosines rank by row id, as LanceDB's flat scan ranks them); the BM25 arm asks
-LanceDB's full-text index for ids and scores only and takes each row and vector from here, so its
-scores and its order among equal scores stay LanceDB's — an answer does not depend on whether the
-copy had loaded.
+of the matrix (equal cosines rank by row id, as LanceDB's flat scan ranks them); the BM25 arm scores
+postings made of LanceDB's own terms with LanceDB's formula (engine/postings.py), checked against
+LanceDB's index at load, so an answer does not depend on whether the copy had loaded.
 
 LanceDB stays the store of record. The copy answers only while the table is at the version it was
 read at: after a write, a search goes to LanceDB at once (nothing indexed is ever missed) and a
@@ -24,6 +23,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +34,7 @@ import pyarrow as pa
 from semsearch.engine import memory_ann
 from semsearch.engine.filters import TRUE
 from semsearch.engine.memory_ann import MemoryAnn, Trained
+from semsearch.engine.postings import Builder, Postings, by_score
 from semsearch.malloc import trim
 
 log = logging.getLogger("semsearch.api")
@@ -43,6 +44,8 @@ MASKS_KEPT = 64  # distinct filters remembered per version (a mask is one byte p
 COOL_DOWN_MIN_S = 1.0
 COOL_DOWN_LOADS = 4  # a reload waits this many times the last load's duration
 LOAD_BATCH = 4096  # rows per Arrow batch while loading
+LEXICAL = "lexical"  # what the full-text index indexes (store.py)
+SCORE = "_score"  # LanceDB's BM25 column
 
 
 def vector_matrix(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -95,6 +98,7 @@ class Resident:
     name_offsets: np.ndarray | None = None  # …position i's from name_offsets[i] to name_offsets[i + 1]
     name_owner: np.ndarray | None = None  # each name's position
     ann: MemoryAnn | None = None  # a large copy's IVF index over the same vectors (memory_ann.py)
+    postings: Postings | None = None  # the BM25 arm's, when they score as LanceDB's index (postings.py)
     _masks: OrderedDict[str, np.ndarray | None] = field(default_factory=OrderedDict)
     _name_starts: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -103,7 +107,8 @@ class Resident:
     def nbytes(self) -> int:
         arrays = [self.matrix, self.norms, self.rowid_at, self.rowids, self.by_rowid]
         arrays += [a for a in (self.names, self.name_offsets, self.name_owner) if a is not None]
-        return int(self.rows.nbytes + sum(a.nbytes for a in arrays) + (self.ann.nbytes if self.ann else 0))
+        extra = (self.ann.nbytes if self.ann else 0) + (self.postings.nbytes if self.postings else 0)
+        return int(self.rows.nbytes + sum(a.nbytes for a in arrays) + extra)
 
     def __post_init__(self) -> None:
         if self.name_offsets is not None:  # where each named chunk's names begin
@@ -184,6 +189,23 @@ class Resident:
         rows = self.rows.take(pa.array(positions)).to_pylist()
         return [dict(row, cosine=float(c)) for row, c in zip(rows, cosines, strict=True)]
 
+    def bm25(self, tokens: list[str], limit: int, where: str) -> list[dict[str, Any]] | None:
+        """The `limit` best BM25 matches the filter keeps, for a query tokenized by the table's
+        full-text tokenizer, each row with `bm25`, `vector` and its names' vectors; None when the
+        copy holds no postings (LanceDB answers)."""
+        if self.postings is None:
+            return None
+        scores = self.postings.scores(tokens)
+        kept = self.mask(where)
+        found = np.flatnonzero(scores > 0 if kept is None else (scores > 0) & kept)
+        if len(found) > limit:
+            threshold = np.partition(scores[found], len(found) - limit)[len(found) - limit]
+            found = found[scores[found] >= threshold]  # ties at the cut stay, to be ordered by id
+        rows, vectors, names = self._held(found)
+        for row, vector, named, position in zip(rows, vectors, names, found, strict=True):
+            row["vector"], row[SEARCH_VECTORS], row["bm25"] = vector, named, float(scores[position])
+        return by_score(rows, lambda row: row["bm25"], lambda row: row["id"])[:limit]
+
     def lookup(self, ids: list[str]) -> tuple[list[dict[str, Any]], np.ndarray, list[np.ndarray | None]] | None:
         """The rows of these chunk ids, their vectors and their names' vectors (or None); None if one
         is not in this copy."""
@@ -191,6 +213,9 @@ class Resident:
             order = np.fromiter((self.positions[i] for i in ids), dtype=np.int64, count=len(ids))
         except KeyError:
             return None
+        return self._held(order)
+
+    def _held(self, order: np.ndarray) -> tuple[list[dict[str, Any]], np.ndarray, list[np.ndarray | None]]:
         names: list[np.ndarray | None] = [None] * len(order)
         if self.names is not None and self.name_offsets is not None:
             spans = zip(self.name_offsets[order], self.name_offsets[order + 1], strict=True)
@@ -249,7 +274,8 @@ class ResidentCache:
         self.copy = None
         trim()
         named = SEARCH_VECTORS in table.schema.names
-        wanted = [*self.columns, "vector", *([SEARCH_VECTORS] if named else [])]
+        builder = _postings_builder(table)
+        wanted = [*self.columns, "vector", *([SEARCH_VECTORS] if named else []), *([LEXICAL] if builder else [])]
         probed = 0 < self.ann_min_rows <= count
         # A copy searched through its ANN index keeps its vectors as float16 for the exact re-scoring of
         # candidates (cosines within ~1e-3 of float32's): half the memory, at 100k chunks 266 -> 133 MB.
@@ -280,6 +306,8 @@ class ResidentCache:
                 keep[spans[:-1][lengths > 0]] = False
                 names.append(np.array(flat[keep], dtype=held))
                 counts.append(np.maximum(lengths - 1, 0))
+            if builder is not None:
+                builder.add(batch.column(LEXICAL).to_pylist())
             ids.append(batch.column("_rowid").to_numpy().copy())  # a view would keep the whole batch
             # Copied (a `take` of every row): the columns' buffers alone would keep the whole batch's.
             kept.append(batch.select(self.columns).take(pa.array(np.arange(batch.num_rows))))
@@ -319,6 +347,8 @@ class ResidentCache:
             name_owner=owner,
             ann=ann,
         )
+        if builder is not None:
+            copy.postings = _checked(builder.finish(), copy)
         self.copy = copy
         trim()  # the load's Arrow batches go back to the OS, not to glibc's heap
         self.last_load_s = time.monotonic() - began
@@ -340,3 +370,29 @@ class ResidentCache:
         self.copy = None
         if forget_lists:
             self._trained = None
+
+
+def _tokenizer(table: lancedb.table.Table) -> Callable[[str], list[str]]:
+    return lambda text: [token.text for token in table.tokenize(text, column=LEXICAL)]
+
+
+def _postings_builder(table: lancedb.table.Table) -> Builder | None:
+    """Postings are built only where LanceDB's full-text index covers every row: rows written
+    after it are scored apart (over the unindexed rows) until `optimize` folds them in."""
+    index = next((i for i in table.list_indices() if i.columns == [LEXICAL]), None)
+    if index is None or index.num_unindexed_rows != 0:  # None: not known, so not covered
+        return None
+    return Builder(_tokenizer(table))
+
+
+def _checked(postings: Postings, copy: Resident) -> Postings | None:
+    """The postings if they score a few queries as LanceDB's index does; else None (LanceDB answers)."""
+    table, tokenize = copy.source, _tokenizer(copy.source)
+    for probe in postings.probes():
+        found = table.search(probe, query_type="fts", fts_columns=LEXICAL).select(["id", SCORE]).limit(20).to_arrow()
+        pairs = zip(found["id"].to_pylist(), found[SCORE].to_pylist(), strict=True)
+        theirs = [(copy.positions.get(chunk_id), score) for chunk_id, score in pairs]
+        if not postings.agrees(tokenize(probe), theirs):
+            log.info("BM25 in memory would score %r otherwise than LanceDB's index; LanceDB answers BM25 here", probe)
+            return None
+    return postings

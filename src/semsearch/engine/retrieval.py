@@ -30,10 +30,10 @@ from semsearch.schemas import ArmHit, Arms, Hit, SearchRequest, SearchResponse
 from semsearch.timing import Timings
 
 HIDDEN = set(filters.HIDDEN_STATUSES)
-# The BM25 arm needs no vector, so it starts before the query embedding and runs beside it and
-# the vector arm (LanceDB releases the GIL while it searches). Once the embedder's threads stopped
-# spinning after a run, this was the faster order: p50 24.1 vs 24.9 ms at 100k chunks, 18.0 vs 19.0
-# at 1.8k (256 queries each, orders interleaved); before that it was the slower one (39 vs 33 ms).
+# The BM25 arm needs no vector. Answered by LanceDB, it starts before the query embedding and runs
+# beside it and the vector arm on a thread of its own (LanceDB releases the GIL while it searches).
+# Once the embedder's threads stopped spinning after a run, this was the faster order: p50 24.1 vs
+# 24.9 ms at 100k chunks, 18.0 vs 19.0 at 1.8k (256 queries each, orders interleaved).
 _LEXICAL_ARM = ThreadPoolExecutor(4, thread_name_prefix="bm25")
 
 
@@ -132,11 +132,17 @@ def search(
         with timings.stage("guard"):
             guarded = guard(request.query, lambda text: embedder.count_tokens([text])[0], settings.chunk_max_tokens)
     query = guarded.used
+    embedding = embedder.start_query(query)
     lexical_arm: Future[tuple[list[str], list[dict[str, Any]]]] | None = None
-    if mode != "vector":
+    lexical: tuple[list[str], list[dict[str, Any]]] = ([], [])
+    if mode != "vector" and store.lexical_in_memory():
+        # Scored in memory, on this thread while the model embeds the query. Beside it on another
+        # thread, the two took turns holding the interpreter and the embedding's answer waited.
+        lexical = _lexical_arm(query, mode, store, pool, where, settings, timings)
+    elif mode != "vector":
         lexical_arm = _LEXICAL_ARM.submit(_lexical_arm, query, mode, store, pool, where, settings, timings)
-    with timings.stage("embed"):
-        vector, model_id = embedder.embed_query(query)
+    with timings.stage("embed"):  # what was left of the embedding to wait for
+        vector, model_id = embedding()
     if store.model_id is not None and model_id != store.model_id:
         raise ModelMismatch(
             f"the index was built with {store.model_id} but the embedder serves {model_id}; "
@@ -147,7 +153,7 @@ def search(
         with timings.stage("vector"):
             vector_rows = store.vector_search(vector, pool, where, names=settings.definition_search)
     with timings.stage("lexicalWait"):  # what the BM25 arm still needed once the vector arm was done
-        terms, lexical_rows = lexical_arm.result() if lexical_arm is not None else ([], [])
+        terms, lexical_rows = lexical_arm.result() if lexical_arm is not None else lexical
     fusing = time.perf_counter()
 
     rows: dict[str, dict[str, Any]] = {}

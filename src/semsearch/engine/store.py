@@ -42,6 +42,7 @@ from semsearch.engine.filters import HIDDEN_STATUSES, TRUE, sql_in, sql_str
 from semsearch.engine.lexical import lexical_document
 from semsearch.engine.local_copy import CopyState, LocalCopy
 from semsearch.engine.location import IndexLocation, StoreUnavailable, reason
+from semsearch.engine.postings import by_score
 from semsearch.engine.resident import SEARCH_VECTORS, Resident, ResidentCache, Stale, name_matrices, vector_matrix
 from semsearch.malloc import trim
 from semsearch.schemas import FileChunks, FileStamp, Folder, IndexBatch, ManifestEntry
@@ -60,6 +61,9 @@ RESULT_COLUMNS = [
 # LanceDB's BM25 and vector-distance columns, named in every query's columns: left out, Lance adds
 # them anyway and logs a deprecation warning on every search (a line in the API's log each time).
 SCORE, DISTANCE = "_score", "_distance"
+# A full-text search asks LanceDB for this many more than it needs, to see whether equal scores run
+# past the cut (`Store._fts`).
+TIES_AT_THE_CUT = 16
 SYMBOL_COLUMNS = ["folder", "path", "name", "kind", "symbol_path", "start_line", "end_line", "signature", "mtime_ns"]
 # Stemmed and stop-worded like a good BM25 baseline; our `lexical` column adds identifier parts.
 FTS_CONFIG = FTS(stem=True, remove_stop_words=True, lower_case=True, ascii_folding=True, max_token_length=60)
@@ -873,6 +877,12 @@ class Store:
         rows = result.drop([DISTANCE]).to_pylist()
         return [dict(row, cosine=float(c)) for row, c in zip(rows, cosine, strict=True)]
 
+    def lexical_in_memory(self) -> bool:
+        """Whether the BM25 arm is answered from the in-memory copy now (a search then runs it on its
+        own thread: it holds the interpreter, where LanceDB's search lets it go)."""
+        copy = self.resident.current(self._chunks)
+        return copy is not None and copy.postings is not None and self.fts_ready
+
     @served
     def lexical_search(self, terms: list[str], limit: int, where: str) -> list[dict[str, Any]]:
         """BM25 over the `lexical` column (OR of the terms); each row has `bm25`, and its vector and its
@@ -881,6 +891,13 @@ class Store:
             return []
         query = " ".join(terms)
         copy = self.resident.current(self._chunks)
+        if copy is not None and copy.postings is not None:  # scored in memory, as LanceDB's index scores
+            try:
+                found = copy.bm25([t.text for t in self._chunks.tokenize(query, column="lexical")], limit, where)
+                if found is not None:
+                    return found
+            except Stale:
+                pass  # written to meanwhile: LanceDB answers
         if copy is not None:  # ids and scores from LanceDB's index, the rest from memory
             held = self._lexical_ids(copy, query, limit, where)
             if held is not None:
@@ -900,21 +917,37 @@ class Store:
             row["bm25"] = float(row.pop(SCORE))
         return rows
 
-    def _fts(self, query: str, where: str, columns: list[str], limit: int) -> pa.Table:
-        """The best `limit` chunks by BM25 over the `lexical` column, filtered before ranking."""
+    def _fts(self, query: str, where: str, columns: list[str], limit: int, ranked: bool = True) -> pa.Table:
+        """The best `limit` chunks by BM25 over the `lexical` column, filtered before ranking. `ranked`:
+        best first and equal scores by chunk id, as the in-memory postings rank them (`postings.by_score`)
+        — LanceDB's own order among equal scores is its heap's, and which of several equal scores at the
+        cut it returns is too, so it is asked for more until the last score it returns is lower."""
         assert self._chunks is not None
         search: AsyncFTSQuery = _native(self._chunks).query().nearest_to_text(query, columns="lexical")
         search = search if where == TRUE else search.where(where)  # LanceDB's default: a prefilter
-        return _answer(search.select(columns).limit(limit))
+        if not ranked:
+            return _answer(search.select(columns).limit(limit))
+        wanted = list(dict.fromkeys(["id", *columns, SCORE]))
+        asked = limit + TIES_AT_THE_CUT
+        while True:
+            found = _answer(search.select(wanted).limit(asked))
+            scores = found[SCORE].to_numpy()
+            if found.num_rows < asked or scores[limit - 1] > scores[-1]:
+                break
+            asked *= 4
+        ids = found["id"].to_pylist()
+        order = by_score(list(range(found.num_rows)), lambda i: scores[i], lambda i: ids[i])[:limit]
+        return found.take(pa.array(order, type=pa.int64())).select(columns)
 
     def _lexical_ids(self, copy: Resident, query: str, limit: int, where: str) -> list[dict[str, Any]] | None:
         """LanceDB's BM25 ids and scores with the rows from the copy; None if the table moved on."""
         found = self._fts(query, where, ["id", SCORE], limit)
-        held = copy.lookup(found["id"].to_pylist())
+        ranked = list(zip(found["id"].to_pylist(), found[SCORE].to_pylist(), strict=True))
+        held = copy.lookup([chunk_id for chunk_id, _ in ranked])
         if held is None or self._chunks is None or self._chunks.version != copy.version:
             return None
         rows, vectors, names = held
-        for row, vector, named, score in zip(rows, vectors, names, found[SCORE].to_pylist(), strict=True):
+        for row, vector, named, (_, score) in zip(rows, vectors, names, ranked, strict=True):
             row["vector"], row[SEARCH_VECTORS], row["bm25"] = vector, named, float(score)
         return rows
 
@@ -923,7 +956,7 @@ class Store:
         """In how many chunks `term` occurs, counted up to cap + 1 (enough to say "too common")."""
         if self._chunks is None or not self.fts_ready:
             return 0
-        return int(self._fts(term, TRUE, ["id", SCORE], cap + 1).num_rows)
+        return int(self._fts(term, TRUE, ["id", SCORE], cap + 1, ranked=False).num_rows)
 
     @served
     def warm(self) -> None:
