@@ -232,13 +232,13 @@ def quotes(words: Sequence[str], text: str) -> bool:
     present = {word for word in set(words) if word in lowered}
     if sum(a in present and b in present for a, b in pairs) < QUOTE_PAIRS * len(pairs):
         return False
-    positions: dict[str, list[int]] = {}
-    wanted = set(words)
-    for i, word in enumerate(WORD.findall(lowered)):
-        if word in wanted:
-            positions.setdefault(word, []).append(i)
+    tokens = WORD.findall(lowered)
+    positions: dict[str, set[int]] = {}
+    for i in [i for i, word in enumerate(tokens) if word in present]:
+        positions.setdefault(tokens[i], set()).add(i)
     found = sum(
-        any(0 < j - i <= QUOTE_GAP for i in positions.get(a, ()) for j in positions.get(b, ())) for a, b in pairs
+        any(i + gap in positions.get(b, ()) for i in positions.get(a, ()) for gap in range(1, QUOTE_GAP + 1))
+        for a, b in pairs
     )
     return found >= QUOTE_PAIRS * len(pairs)
 

@@ -878,10 +878,11 @@ class Store:
         return [dict(row, cosine=float(c)) for row, c in zip(rows, cosine, strict=True)]
 
     def lexical_in_memory(self) -> bool:
-        """Whether the BM25 arm is answered from the in-memory copy now (a search then runs it on its
-        own thread: it holds the interpreter, where LanceDB's search lets it go)."""
-        copy = self.resident.current(self._chunks)
-        return copy is not None and copy.postings is not None and self.fts_ready
+        """Whether the BM25 arm is likely answered from the in-memory copy (a search then runs it on its
+        own thread: it holds the interpreter, where LanceDB's search lets it go). Read without the
+        table's version, which costs a round trip to LanceDB's loop: `lexical_search` checks it."""
+        copy = self.resident.copy
+        return copy is not None and copy.postings is not None and copy.source is self._chunks and self.fts_ready
 
     @served
     def lexical_search(self, terms: list[str], limit: int, where: str) -> list[dict[str, Any]]:
