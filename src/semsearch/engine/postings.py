@@ -29,8 +29,10 @@ from typing import Any
 import numpy as np
 
 K1, B = 1.2, 0.75  # Lance's BM25 parameters
-TOKENIZE_BATCH = 1000  # chunks per tokenize call: one call a chunk cost ~10 x as much
-SCORE_TOLERANCE = 1e-4  # relative; the two agree within 3e-7 (make bench's 100k table, 600 queries)
+# Chunks per tokenize call: one call a chunk cost ~10 x as much; 1,000 a call held ~50 MB more at
+# once at 100k chunks (the tokens of a call are Python objects until they are counted).
+TOKENIZE_BATCH = 250
+SCORE_TOLERANCE = 1e-4  # relative; the two agree within 3e-7 (make bench's 100k table)
 PROBES = 6  # queries checked against LanceDB at load
 
 
@@ -66,18 +68,28 @@ class Postings:
     def from_pairs(
         cls, terms: dict[str, int], parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]], lengths: np.ndarray
     ) -> Postings:
+        """From each batch's (term, chunk, count) triples; `parts` is emptied as it is read (a 100k-chunk
+        table has over a million postings: float32 and in place, the build's peak stays near their size)."""
         term_of = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int32)
+        per_term = np.bincount(term_of, minlength=len(terms))
+        starts = np.concatenate([[0], np.cumsum(per_term)])
         order = np.argsort(term_of, kind="stable")  # batches come in position order: docs stay ascending
+        del term_of
         docs = np.concatenate([p[1] for p in parts])[order] if parts else np.zeros(0, np.int32)
         tf = np.concatenate([p[2] for p in parts])[order] if parts else np.zeros(0, np.float32)
-        starts = np.searchsorted(term_of[order], np.arange(len(terms) + 1))
+        del order
+        parts.clear()
         n = int(np.count_nonzero(lengths))  # a chunk without a token (`]`, `"""`) is not in Lance's index
         average = float(lengths.sum()) / n if n else 1.0
-        in_docs = np.diff(starts).astype(np.float64)
-        idf = np.log((n - in_docs + 0.5) / (in_docs + 0.5) + 1.0)
-        norms = K1 * (1 - B + B * lengths / (average or 1.0))
-        # Each posting's share of a score depends on nothing in the query: computed once, here.
-        weights = np.repeat(idf, np.diff(starts)) * (K1 + 1) * tf / (tf + norms[docs])
+        idf = np.log((n - per_term + 0.5) / (per_term + 0.5) + 1.0).astype(np.float32)
+        norms = (K1 * (1 - B + B * lengths / (average or 1.0))).astype(np.float32)
+        # Each posting's share of a score depends on nothing in the query: idf x (k1 + 1) x tf / (tf + norm),
+        # computed once, here.
+        weights = norms[docs]
+        weights += tf
+        np.divide(tf, weights, out=weights)
+        del tf
+        weights *= np.repeat(idf * (K1 + 1), per_term)
         return cls(terms=terms, starts=starts, docs=docs, weights=weights, size=len(lengths))
 
     def scores(self, tokens: list[str]) -> np.ndarray:

@@ -878,9 +878,10 @@ class Store:
         return [dict(row, cosine=float(c)) for row, c in zip(rows, cosine, strict=True)]
 
     def lexical_in_memory(self) -> bool:
-        """Whether the BM25 arm is likely answered from the in-memory copy (a search then runs it on its
-        own thread: it holds the interpreter, where LanceDB's search lets it go). Read without the
-        table's version, which costs a round trip to LanceDB's loop: `lexical_search` checks it."""
+        """Whether the BM25 arm is likely answered from the in-memory copy. A search then scores it
+        itself while the embedder works, since scoring holds the interpreter; LanceDB's search lets
+        go of it, so that one runs on a thread beside. Read without the table's version (a round trip
+        to LanceDB's loop): `lexical_search` checks that."""
         copy = self.resident.copy
         return copy is not None and copy.postings is not None and copy.source is self._chunks and self.fts_ready
 
