@@ -362,3 +362,21 @@ def test_equal_bm25_scores_at_the_cut_rank_by_chunk_id_with_and_without_the_copy
             assert response.arms is not None
             answers.append([a.rel_path for a in response.arms.lexical])
     assert answers[0] == answers[1] == [f"copy{i:02}.md" for i in range(50)]
+
+
+def test_postings_that_cannot_be_built_leave_the_vectors_held(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    table = _table(tmp_path, 80)
+    real = resident._tokenizer(table)
+    calls: list[str] = []
+
+    def failing(text: str) -> list[str]:  # a fault, injected: the tokenizer fails after its first call
+        calls.append(text)
+        if len(calls) > 1:
+            raise RuntimeError("tokenizer gone")
+        return real(text)
+
+    monkeypatch.setattr(resident, "_tokenizer", lambda _table: failing)
+    copy = ResidentCache(1000, COLUMNS).load(table)
+    assert copy is not None and len(copy.positions) == 80 and copy.postings is None
+    assert copy.bm25(["tide"], 5, "true") is None  # LanceDB answers BM25; the vector arm still from memory
+    assert len(copy.nearest(np.ones(16, dtype=np.float32), 5, "true")) == 5

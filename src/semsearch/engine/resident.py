@@ -274,7 +274,11 @@ class ResidentCache:
         self.copy = None
         trim()
         named = SEARCH_VECTORS in table.schema.names
-        builder = _postings_builder(table)
+        try:
+            builder = _postings_builder(table)
+        except Exception as exc:
+            log.warning("BM25 postings could not be built (%s); LanceDB answers BM25 here", exc)
+            builder = None
         wanted = [*self.columns, "vector", *([SEARCH_VECTORS] if named else []), *([LEXICAL] if builder else [])]
         probed = 0 < self.ann_min_rows <= count
         # A copy searched through its ANN index keeps its vectors as float16 for the exact re-scoring of
@@ -307,7 +311,11 @@ class ResidentCache:
                 names.append(np.array(flat[keep], dtype=held))
                 counts.append(np.maximum(lengths - 1, 0))
             if builder is not None:
-                builder.add(batch.column(LEXICAL).to_pylist())
+                try:
+                    builder.add(batch.column(LEXICAL).to_pylist())
+                except Exception as exc:  # the vectors are still worth holding: LanceDB answers BM25
+                    log.warning("BM25 postings could not be built (%s); LanceDB answers BM25 here", exc)
+                    builder = None
             ids.append(batch.column("_rowid").to_numpy().copy())  # a view would keep the whole batch
             # Copied (a `take` of every row): the columns' buffers alone would keep the whole batch's.
             kept.append(batch.select(self.columns).take(pa.array(np.arange(batch.num_rows))))
