@@ -57,14 +57,6 @@ class Postings:
         return int(sum(a.nbytes for a in arrays) + 80 * len(self.terms))  # ~80 bytes a term's dict entry
 
     @classmethod
-    def build(cls, batches: Iterable[list[str]], tokenize: Callable[[str], Iterable[str]]) -> Postings:
-        """From batches of chunk texts in position order (`Builder` takes them one at a time)."""
-        builder = Builder(tokenize)
-        for texts in batches:
-            builder.add(texts)
-        return builder.finish()
-
-    @classmethod
     def from_pairs(
         cls, terms: dict[str, int], parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]], lengths: np.ndarray
     ) -> Postings:
@@ -133,9 +125,10 @@ class Postings:
 
 
 class Builder:
-    """Postings made batch by batch, as a load reads the table. `tokenize` is the table's full-text
-    tokenizer; a batch goes through it as one text, its chunks joined by a separator word no chunk
-    holds, and is split again at that word's token (one call a chunk cost ~10 x as much)."""
+    """Postings made batch by batch as a load reads the table (`add`, then `finish`). `tokenize` is
+    the table's full-text tokenizer; a batch goes through it as one text, its chunks joined by a
+    separator word no chunk holds, and is split again at that word's token (one call a chunk cost
+    ~10 x as much)."""
 
     def __init__(self, tokenize: Callable[[str], Iterable[str]]) -> None:
         self.tokenize = tokenize
@@ -149,9 +142,11 @@ class Builder:
         self.lengths: list[np.ndarray] = []
         self.count = 0
 
-    def add(self, texts: list[str]) -> None:
+    def add(self, texts: list[str]) -> Builder:
+        """The next chunks, in position order."""
         for start in range(0, len(texts), TOKENIZE_BATCH):
             self._add(texts[start : start + TOKENIZE_BATCH])
+        return self
 
     def _add(self, texts: list[str]) -> None:
         terms, marker = self.terms, self.marker

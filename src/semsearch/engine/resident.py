@@ -25,7 +25,8 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 import lancedb
 import numpy as np
@@ -46,6 +47,7 @@ COOL_DOWN_LOADS = 4  # a reload waits this many times the last load's duration
 LOAD_BATCH = 4096  # rows per Arrow batch while loading
 LEXICAL = "lexical"  # what the full-text index indexes (store.py)
 SCORE = "_score"  # LanceDB's BM25 column
+T = TypeVar("T")
 
 
 def vector_matrix(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -201,10 +203,12 @@ class Resident:
         if len(found) > limit:
             threshold = np.partition(scores[found], len(found) - limit)[len(found) - limit]
             found = found[scores[found] >= threshold]  # ties at the cut stay, to be ordered by id
-        rows, vectors, names = self._held(found)
-        for row, vector, named, position in zip(rows, vectors, names, found, strict=True):
+        ids = self.rows.column("id").take(pa.array(found)).to_pylist()
+        top = found[by_score(range(len(found)), lambda i: scores[found[i]], lambda i: ids[i])[:limit]]
+        rows, vectors, names = self._held(top)  # only the rows kept become dicts
+        for row, vector, named, position in zip(rows, vectors, names, top, strict=True):
             row["vector"], row[SEARCH_VECTORS], row["bm25"] = vector, named, float(scores[position])
-        return by_score(rows, lambda row: row["bm25"], lambda row: row["id"])[:limit]
+        return rows
 
     def lookup(self, ids: list[str]) -> tuple[list[dict[str, Any]], np.ndarray, list[np.ndarray | None]] | None:
         """The rows of these chunk ids, their vectors and their names' vectors (or None); None if one
@@ -274,11 +278,7 @@ class ResidentCache:
         self.copy = None
         trim()
         named = SEARCH_VECTORS in table.schema.names
-        try:
-            builder = _postings_builder(table)
-        except Exception as exc:
-            log.warning("BM25 postings could not be built (%s); LanceDB answers BM25 here", exc)
-            builder = None
+        builder = _postings_step(partial(_postings_builder, table))
         wanted = [*self.columns, "vector", *([SEARCH_VECTORS] if named else []), *([LEXICAL] if builder else [])]
         probed = 0 < self.ann_min_rows <= count
         # A copy searched through its ANN index keeps its vectors as float16 for the exact re-scoring of
@@ -311,11 +311,7 @@ class ResidentCache:
                 names.append(np.array(flat[keep], dtype=held))
                 counts.append(np.maximum(lengths - 1, 0))
             if builder is not None:
-                try:
-                    builder.add(batch.column(LEXICAL).to_pylist())
-                except Exception as exc:  # the vectors are still worth holding: LanceDB answers BM25
-                    log.warning("BM25 postings could not be built (%s); LanceDB answers BM25 here", exc)
-                    builder = None
+                builder = _postings_step(partial(builder.add, batch.column(LEXICAL).to_pylist()))
             ids.append(batch.column("_rowid").to_numpy().copy())  # a view would keep the whole batch
             # Copied (a `take` of every row): the columns' buffers alone would keep the whole batch's.
             kept.append(batch.select(self.columns).take(pa.array(np.arange(batch.num_rows))))
@@ -356,7 +352,7 @@ class ResidentCache:
             ann=ann,
         )
         if builder is not None:
-            copy.postings = _checked(builder.finish(), copy)
+            copy.postings = _postings_step(lambda: _checked(builder.finish(), copy))
         self.copy = copy
         trim()  # the load's Arrow batches go back to the OS, not to glibc's heap
         self.last_load_s = time.monotonic() - began
@@ -382,6 +378,16 @@ class ResidentCache:
 
 def _tokenizer(table: lancedb.table.Table) -> Callable[[str], list[str]]:
     return lambda text: [token.text for token in table.tokenize(text, column=LEXICAL)]
+
+
+def _postings_step(step: Callable[[], T]) -> T | None:
+    """A step of making the postings; None if it failed. The vectors are worth holding without
+    them: LanceDB then answers the BM25 arm, as it does for a table its index does not cover."""
+    try:
+        return step()
+    except Exception as exc:
+        log.warning("BM25 postings could not be built (%s); LanceDB answers BM25 here", exc)
+        return None
 
 
 def _postings_builder(table: lancedb.table.Table) -> Builder | None:

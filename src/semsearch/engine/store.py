@@ -43,7 +43,15 @@ from semsearch.engine.lexical import lexical_document
 from semsearch.engine.local_copy import CopyState, LocalCopy
 from semsearch.engine.location import IndexLocation, StoreUnavailable, reason
 from semsearch.engine.postings import by_score
-from semsearch.engine.resident import SEARCH_VECTORS, Resident, ResidentCache, Stale, name_matrices, vector_matrix
+from semsearch.engine.resident import (
+    SCORE,
+    SEARCH_VECTORS,
+    Resident,
+    ResidentCache,
+    Stale,
+    name_matrices,
+    vector_matrix,
+)
 from semsearch.malloc import trim
 from semsearch.schemas import FileChunks, FileStamp, Folder, IndexBatch, ManifestEntry
 
@@ -60,7 +68,7 @@ RESULT_COLUMNS = [
 ]  # fmt: skip
 # LanceDB's BM25 and vector-distance columns, named in every query's columns: left out, Lance adds
 # them anyway and logs a deprecation warning on every search (a line in the API's log each time).
-SCORE, DISTANCE = "_score", "_distance"
+DISTANCE = "_distance"  # and SCORE, the BM25 one (resident.py, whose postings read it too)
 # A full-text search asks LanceDB for this many more than it needs, to see whether equal scores run
 # past the cut (`Store._fts`).
 TIES_AT_THE_CUT = 16
