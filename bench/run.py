@@ -34,12 +34,13 @@ from rich.table import Table
 
 from semsearch import timing
 from semsearch.config import Compute, Settings
-from semsearch.corpus.discovery import FileList
+from semsearch.corpus.discovery import FileList, size_limit
 from semsearch.corpus.extract import Unindexable, extract
 from semsearch.embedder.client import EmbedderClient
 from semsearch.embedder.cpu import detect
 from semsearch.embedder.model import load
 from semsearch.indexer.chunker import ChunkSizes, SharedCounts, chunk_document
+from semsearch.indexer.syntax import language_for
 from tests.processes import start_api, start_embedder
 
 HERE = Path(__file__).resolve().parent
@@ -94,6 +95,29 @@ def corpus_chunks(root: Path, count: Callable[[list[str]], list[int]]) -> list[s
             continue
         texts += [c.text for c in chunk_document(doc, count, ChunkSizes.from_settings(settings)).chunks]
     return texts
+
+
+def run_texts(root: Path, count: Callable[[list[str]], list[int]]) -> list[str]:
+    """What a cold run of the indexer gives the model for this folder, chunked as the indexer
+    chunks it (`Run._prepare_file`, default settings): each chunk as embedded (its context, then
+    its text), then the definitions' views beside the chunks (`Run._flush`). The cold index's ratio
+    to L is taken over these texts: the chunks' bare texts (`corpus_chunks`) are less work than a
+    run asks of the model — about one view more for every chunk of code."""
+    settings = Settings()
+    sizes = ChunkSizes.from_settings(settings)
+    syntax = settings.code_chunker == "syntax"
+    chunks: list[str] = []
+    views: list[str] = []
+    for rel in FileList.from_settings(root, settings).files():
+        limit = size_limit(rel, settings.max_file_size_bytes, settings.max_document_bytes)
+        try:
+            doc = extract(root / rel, limit, settings.redact_secrets, settings.notebook_outputs)
+        except Unindexable:
+            continue
+        chunked = chunk_document(doc, count, sizes, language_for(rel) if syntax else None, rel, cells_by_syntax=syntax)
+        chunks += [c.embedded for c in chunked.chunks]
+        views += [name for c in chunked.chunks for name in c.names]
+    return chunks + views
 
 
 # --- 1. the limit -------------------------------------------------------------------------
@@ -486,17 +510,25 @@ def main() -> None:
     results["service"] = measure_service(address, mix, limit["batch"])
 
     console.print("3. cold index of the corpus, end to end")
+    encoder = load(None, 256, limit["batch"], None, Settings().model_cache_dir, compute=limit["compute"])
+    encoder.embed(mix[:8])
+    texts = run_texts(root, encoder_for_counts.count_tokens)
+    sample = random.Random(3).sample(texts, min(len(texts), 192))
+    # L side by side, over what the run embeds: the model alone on a sample of those texts just
+    # before and just after the run, the mean of the two.
+    L_before = median_of(3, lambda: in_process_rate(encoder, sample))
     api, env = start_api(work / "run" / "corpus", address, SEMSEARCH_VERSION_RETENTION_S="5")
     add_folder(env, root, "rich")
     summary, seconds, indexer_rss = run_index(env)
     rate = summary["chunksWritten"] / seconds
-    # L side by side: the mean of the model alone just before (step 2) and just after this run.
-    encoder = load(None, 256, limit["batch"], None, Settings().model_cache_dir, compute=limit["compute"])
-    encoder.embed(mix[:8])
+    L_texts = (L_before + median_of(3, lambda: in_process_rate(encoder, sample))) / 2
+    # The former ratio, chunks/s against the model on the chunks' bare texts, kept for comparison.
     L_around = (results["service"]["L_sideBySide"] + median_of(3, lambda: in_process_rate(encoder, mix[:128]))) / 2
     results["coldIndex"] = {
         "files": summary["filesProcessed"], "chunks": summary["chunksWritten"], "seconds": round(seconds, 1),
-        "chunksPerSecond": round(rate, 2), "L_around": round(L_around, 2), "ratioToL": round(rate / L_around, 3),
+        "chunksPerSecond": round(rate, 2), "texts": len(texts), "textsPerSecond": round(len(texts) / seconds, 2),
+        "L_texts": round(L_texts, 2), "ratioToL": round(len(texts) / seconds / L_texts, 3),
+        "L_around": round(L_around, 2), "ratioToL_bareChunks": round(rate / L_around, 3),
         "indexerPeakRssMb": round(indexer_rss, 1),
     }  # fmt: skip
 
@@ -817,10 +849,11 @@ def report() -> None:
         ("service, 1 client (× L)", results["service"]["clients1"]["ratioToL"], "≥ 0.95"),
         ("service, 4 clients (× L)", results["service"]["clients4"]["ratioToL"], "≥ 0.95"),
         (
-            "cold index chunks/s (× L)",
-            f"{results['coldIndex']['chunksPerSecond']} ({results['coldIndex']['ratioToL']})",
+            "cold index chunks/s; texts embedded/s (× L over the same texts)",
+            "{chunksPerSecond}; {textsPerSecond} ({ratioToL})".format(**results["coldIndex"]),
             "≥ 0.95 L",
-        ),  # noqa: E501
+        ),
+        ("  chunks/s × L on the chunks' bare texts (before)", results["coldIndex"]["ratioToL_bareChunks"], ""),
         (
             "cold index: first identifier found / all found / full hybrid answer / run, s",
             "{firstIdentifierSeconds} / {allIdentifiersSeconds} / {fullHybridSeconds} / {runSeconds}".format(

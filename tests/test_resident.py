@@ -380,3 +380,39 @@ def test_postings_that_cannot_be_built_leave_the_vectors_held(tmp_path: Path, mo
     assert copy is not None and len(copy.positions) == 80 and copy.postings is None
     assert copy.bm25(["tide"], 5, "true") is None  # LanceDB answers BM25; the vector arm still from memory
     assert len(copy.nearest(np.ones(16, dtype=np.float32), 5, "true")) == 5
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_both_arms_of_a_search_answer_from_the_copy_it_read_at_its_start(tmp_path: Path) -> None:
+    """A search reads the copy once (`Store.held`, one read of the table's version) and both arms
+    answer from it, so they see one version; a copy of a table the store has since replaced (a
+    model switch's swap) is not used."""
+    repo = write_tree(tmp_path / "repo", FILES)
+    with semsearch.connect(tmp_path / "data", corpus_root=tmp_path) as db:
+        db.add(repo)
+        db.index()
+        until(lambda: db.status().in_memory)
+        store = db._backend.store  # type: ignore[attr-defined]  # the engine's, to call both arms directly
+        embedder = db._backend.embedder  # type: ignore[attr-defined]
+        held = store.held()
+        assert held.copy is not None and held.copy is store.resident.copy and store.lexical_in_memory(held)
+        (repo / "src" / "weather.py").write_text('def kelvin_to_celsius(k):\n    """Convert zorbified kelvin."""\n')
+        db.index()  # a new version: the copy the search read is of the one before
+        vector, _ = embedder.embed_query("zorbified kelvin")
+
+        def paths(rows: list[dict[str, Any]]) -> set[str]:
+            return {row["path"] for row in rows}
+
+        assert "src/weather.py" not in paths(store.lexical_search(["zorbified"], 10, "true", held))
+        assert "src/weather.py" not in paths(store.vector_search(vector, 50, "true", held=held))
+        # Read now: the current version (LanceDB answers until the copy reloads).
+        assert paths(store.lexical_search(["zorbified"], 10, "true")) == {"src/weather.py"}
+        assert "src/weather.py" in paths(store.vector_search(vector, 50, "true"))
+        # A copy of another table object (the table a swap replaced) is never answered from.
+        elsewhere = resident.Held(
+            dataclasses.replace(
+                held.copy, source=lancedb.connect(str(tmp_path / "x")).create_table("t", data=[{"a": 1}])
+            )
+        )
+        assert not store.lexical_in_memory(elsewhere)
+        assert paths(store.lexical_search(["zorbified"], 10, "true", elsewhere)) == {"src/weather.py"}

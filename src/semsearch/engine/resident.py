@@ -227,6 +227,14 @@ class Resident:
         return self.rows.take(pa.array(order)).to_pylist(), np.asarray(self.matrix[order], np.float32), names
 
 
+@dataclass(frozen=True)
+class Held:
+    """The copy one search reads both of its arms from (None: LanceDB answers them): the same version
+    for both, and one read of the table's version rather than one an arm (`Store.held`)."""
+
+    copy: Resident | None
+
+
 class ResidentCache:
     """The current copy, if the table is small enough and the copy is of its current version; a
     background reload when it is not."""

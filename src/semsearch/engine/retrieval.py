@@ -25,6 +25,7 @@ from semsearch.engine.coverage import CoverageCache
 from semsearch.engine.fusion import Candidate, Fused, abstain_message, label, lifecycle_label, params_from, passes, rank
 from semsearch.engine.guard import Guarded, guard
 from semsearch.engine.lexical import query_terms
+from semsearch.engine.resident import Held
 from semsearch.engine.store import SEARCH_VECTORS, ModelMismatch, Store, best_cosines
 from semsearch.schemas import ArmHit, Arms, Hit, SearchRequest, SearchResponse
 from semsearch.timing import Timings
@@ -133,14 +134,15 @@ def search(
             guarded = guard(request.query, lambda text: embedder.count_tokens([text])[0], settings.chunk_max_tokens)
     query = guarded.used
     embedding = embedder.start_query(query)
+    held = store.held()  # while the model embeds the query
     lexical_arm: Future[tuple[list[str], list[dict[str, Any]]]] | None = None
     lexical: tuple[list[str], list[dict[str, Any]]] = ([], [])
-    if mode != "vector" and store.lexical_in_memory():
+    if mode != "vector" and store.lexical_in_memory(held):
         # Scored in memory, on this thread while the model embeds the query. Beside it on another
         # thread, the two took turns holding the interpreter and the embedding's answer waited.
-        lexical = _lexical_arm(query, mode, store, pool, where, settings, timings)
+        lexical = _lexical_arm(query, mode, store, pool, where, settings, timings, held)
     elif mode != "vector":
-        lexical_arm = _LEXICAL_ARM.submit(_lexical_arm, query, mode, store, pool, where, settings, timings)
+        lexical_arm = _LEXICAL_ARM.submit(_lexical_arm, query, mode, store, pool, where, settings, timings, held)
     with timings.stage("embed"):  # what was left of the embedding to wait for
         vector, model_id = embedding()
     if store.model_id is not None and model_id != store.model_id:
@@ -151,7 +153,7 @@ def search(
     vector_rows: list[dict[str, Any]] = []
     if mode != "lexical":
         with timings.stage("vector"):
-            vector_rows = store.vector_search(vector, pool, where, names=settings.definition_search)
+            vector_rows = store.vector_search(vector, pool, where, names=settings.definition_search, held=held)
     with timings.stage("lexicalWait"):  # what the BM25 arm still needed once the vector arm was done
         terms, lexical_rows = lexical_arm.result() if lexical_arm is not None else lexical
     fusing = time.perf_counter()
@@ -230,14 +232,14 @@ def search(
 
 
 def _lexical_arm(
-    query: str, mode: str, store: Store, pool: int, where: str, settings: Settings, timings: Timings
+    query: str, mode: str, store: Store, pool: int, where: str, settings: Settings, timings: Timings, held: Held
 ) -> tuple[list[str], list[dict[str, Any]]]:
     terms = query_terms(query)
     if mode == "hybrid" and settings.lexical_max_doc_freq < 1.0:
         with timings.stage("terms"):  # document frequencies: which query terms say something
             terms = informative_terms(terms, store, settings.lexical_max_doc_freq)
     with timings.stage("lexical"):
-        return terms, store.lexical_search(terms, pool, where)
+        return terms, store.lexical_search(terms, pool, where, held)
 
 
 def _arm_hit(row: dict[str, Any]) -> ArmHit:

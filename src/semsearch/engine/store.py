@@ -46,6 +46,7 @@ from semsearch.engine.postings import by_score
 from semsearch.engine.resident import (
     SCORE,
     SEARCH_VECTORS,
+    Held,
     Resident,
     ResidentCache,
     Stale,
@@ -837,14 +838,20 @@ class Store:
 
     @served
     def vector_search(
-        self, vector: np.ndarray, limit: int, where: str, ann: AnnQuery = ANN_QUERY, names: bool = True
+        self,
+        vector: np.ndarray,
+        limit: int,
+        where: str,
+        ann: AnnQuery = ANN_QUERY,
+        names: bool = True,
+        held: Held | None = None,
     ) -> list[dict[str, Any]]:
         """Nearest chunks by cosine, filtered inside the query; each row has `cosine`: the best of the
         chunk's own and (`names`) its definitions', so a chunk is found by what it defines as well as
-        by what its body says."""
+        by what its body says. `held`: the search's copy (`held()`)."""
         if self._chunks is None:
             return []
-        copy = self.resident.current(self._chunks)
+        copy = self._copy(held)
         if copy is not None:
             try:
                 return copy.nearest(vector, limit, where, names)
@@ -885,22 +892,38 @@ class Store:
         rows = result.drop([DISTANCE]).to_pylist()
         return [dict(row, cosine=float(c)) for row, c in zip(rows, cosine, strict=True)]
 
-    def lexical_in_memory(self) -> bool:
-        """Whether the BM25 arm is likely answered from the in-memory copy. A search then scores it
-        itself while the embedder works, since scoring holds the interpreter; LanceDB's search lets
-        go of it, so that one runs on a thread beside. Read without the table's version (a round trip
-        to LanceDB's loop): `lexical_search` checks that."""
-        copy = self.resident.copy
-        return copy is not None and copy.postings is not None and copy.source is self._chunks and self.fts_ready
+    def held(self) -> Held:
+        """The in-memory copy at the table's current version, for both arms of one search. Reading
+        it asks LanceDB for the version (a round trip to its event loop, ~0.5 ms): once a search,
+        while the model embeds the query, rather than once an arm."""
+        return Held(None if self._chunks is None else self.resident.current(self._chunks))
+
+    def _copy(self, held: Held | None) -> Resident | None:
+        """The copy an arm answers from: the search's (`held`), or read now."""
+        if self._chunks is None:
+            return None
+        if held is None:
+            return self.resident.current(self._chunks)
+        # A model switch may have swapped the table since the search read its copy: LanceDB answers.
+        return held.copy if held.copy is not None and held.copy.source is self._chunks else None
+
+    def lexical_in_memory(self, held: Held) -> bool:
+        """Whether the BM25 arm is answered from the in-memory copy. A search then scores it itself
+        while the embedder works, since scoring holds the interpreter; LanceDB's search lets go of
+        it, so that one runs on a thread beside."""
+        copy = self._copy(held)
+        return copy is not None and copy.postings is not None and self.fts_ready
 
     @served
-    def lexical_search(self, terms: list[str], limit: int, where: str) -> list[dict[str, Any]]:
+    def lexical_search(
+        self, terms: list[str], limit: int, where: str, held: Held | None = None
+    ) -> list[dict[str, Any]]:
         """BM25 over the `lexical` column (OR of the terms); each row has `bm25`, and its vector and its
-        search list (or None) for the cosine (`best_cosines`)."""
+        search list (or None) for the cosine (`best_cosines`). `held`: the search's copy (`held()`)."""
         if self._chunks is None or not terms or not self.fts_ready:
             return []
         query = " ".join(terms)
-        copy = self.resident.current(self._chunks)
+        copy = self._copy(held)
         if copy is not None and copy.postings is not None:  # scored in memory, as LanceDB's index scores
             try:
                 found = copy.bm25([t.text for t in self._chunks.tokenize(query, column="lexical")], limit, where)
@@ -909,9 +932,9 @@ class Store:
             except Stale:
                 pass  # written to meanwhile: LanceDB answers
         if copy is not None:  # ids and scores from LanceDB's index, the rest from memory
-            held = self._lexical_ids(copy, query, limit, where)
-            if held is not None:
-                return held
+            rows = self._lexical_ids(copy, query, limit, where)
+            if rows is not None:
+                return rows
         named = [SEARCH_VECTORS] if self.lists else []
         # Once every embedded row has its list, a list's first vector is the row's own: read once.
         own = [] if self.lists_complete else ["vector"]
