@@ -190,3 +190,37 @@ def test_files_touched_during_a_run_are_embedded_before_the_rest(tmp_path: Path)
     order = [row["path"] for row in sorted(files, key=lambda row: row["indexed_at"])]
     assert order == ["p0.md", "p4.md", "p3.md", "p2.md", "p1.md"], order
     assert asked and set(asked) == {"repo"}
+
+
+def test_the_embedding_pass_takes_what_the_lexical_pass_read_unless_the_file_changed(tmp_path: Path) -> None:
+    """Each file is read and chunked once (chunking asks the embedder, busy embedding, for token
+    counts); one edited between the passes is read again, and its new text is what gets embedded."""
+    write_tree(tmp_path / "repo", REPO)
+    settings = Settings(data_dir=tmp_path / "data", corpus_root=tmp_path, lexical_first_files=2)
+    with semsearch.connect(settings.data_dir, corpus_root=tmp_path) as db:
+        db.add(tmp_path / "repo")
+    read: list[str] = []
+
+    class Counting(Indexer):  # the real indexer, noting which files it reads and chunks
+        def _prepare(self, root: Path, rel: str) -> Any:
+            read.append(rel)
+            return super()._prepare(root, rel)
+
+    def edit_once(folder: str) -> set[str]:  # asked as the embedding pass starts, after the lexical pass
+        if len(read) == len(REPO):
+            (tmp_path / "repo" / "src" / "report.py").write_text("def zebra_stripes(herd):\n    return len(herd)\n")
+        return set()
+
+    engine = Engine(settings, LocalEmbedder.from_settings(settings))
+    try:
+        indexer = Counting(settings, engine, engine.embedder, Reporter(interactive=False, echo=False), concurrency=1)
+        indexer.urgent = edit_once
+        assert indexer.run(engine.folders()).files_processed == len(REPO)
+    finally:
+        engine.close()
+    assert sorted(read) == sorted([*REPO, "src/report.py"]), read
+    with semsearch.connect(settings.data_dir, corpus_root=tmp_path) as db:
+        hit = db.search("zebra stripes of a herd", k=1, mode="vector")[0]
+        assert hit.rel_path == "src/report.py" and "zebra_stripes" in hit.text and hit.cosine is not None
+        gone = db.search("monthly_totals", k=3, mode="lexical")  # the text read before the edit is gone
+        assert not [h for h in gone if "monthly_totals" in h.text], gone

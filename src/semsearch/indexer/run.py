@@ -54,6 +54,10 @@ T = TypeVar("T")
 R = TypeVar("R")
 BYTES_PER_CHUNK_OVERHEAD = 384 * 4 + 300  # vector + row overhead, for --dry-run's disk estimate
 STARTUP_WAIT_S = 10.0  # how long a run waits for the embedder to come up before it gives up
+# The lexical pass keeps the files it read and chunked, up to this much text, for the embedding
+# pass: chunking a file again (its token counts asked of the embedder, which is busy embedding)
+# cost the run's model time. Bounded, so a large corpus's run holds ~this much more, not all of it.
+KEPT_FOR_EMBEDDING_CHARS = 16_000_000
 
 
 class Summary(RunSummary):
@@ -95,6 +99,36 @@ class Prepared:
     meta: DocMeta
     embedded: list[str]  # what the model sees of each chunk (code: its breadcrumb first)
     symbols: list[SymbolIn]
+
+    @property
+    def chars(self) -> int:
+        """About how much text it holds: its chunks, what is embedded of them, their names."""
+        return sum(len(c.text) + sum(map(len, c.names)) for c in self.chunks) + sum(map(len, self.embedded))
+
+
+class _Kept:
+    """Files the lexical pass prepared, for the embedding pass (`KEPT_FOR_EMBEDDING_CHARS`): one is
+    used only while the file on disk has the size and mtime it was read with — the test every run
+    uses to call a file unchanged — and only once."""
+
+    def __init__(self, budget: int = KEPT_FOR_EMBEDDING_CHARS) -> None:
+        self.files: dict[str, Prepared] = {}
+        self.left = budget
+
+    def keep(self, rel: str, prepared: Prepared) -> None:
+        if prepared.chars <= self.left:
+            self.files[rel] = prepared
+            self.left -= prepared.chars
+
+    def take(self, root: Path, rel: str) -> Prepared | None:
+        prepared = self.files.pop(rel, None)
+        if prepared is None:
+            return None
+        try:
+            st = os.lstat(root / rel)
+        except OSError:
+            return None
+        return prepared if (st.st_mtime_ns, st.st_size) == (prepared.stamp.mtime_ns, prepared.stamp.size) else None
 
 
 @dataclass
@@ -299,9 +333,13 @@ class Indexer:
                 todo.append(rel)
         if max_files is not None and len(todo) > max_files:
             todo, summary.truncated = todo[:max_files], True
+        kept = _Kept(0)
         if self.settings.lexical_first_files and len(todo) >= self.settings.lexical_first_files:
-            self._lexical_pass(folder.name, root, todo, manifest, lease)
+            kept = self._lexical_pass(folder.name, root, todo, manifest, lease)
             todo = _newest_first(root, todo)  # what is being worked on is embedded first
+
+        def prepare(rel: str) -> tuple[str, Prepared | Unindexable]:
+            return rel, kept.take(root, rel) or self._prepare(root, rel)
 
         self.out.start_folder(folder.name, len(todo))
         started, done = time.perf_counter(), 0
@@ -311,7 +349,7 @@ class Indexer:
         writer = _Writer(self.api, folder.name, summary)
         try:
             queued = _Queue(todo, folder.name, self.urgent)
-            for rel, prepared in ordered_map(lambda r: (r, self._prepare(root, r)), queued, self.concurrency):
+            for rel, prepared in ordered_map(prepare, queued, self.concurrency):
                 done += 1
                 if isinstance(prepared, Unindexable):
                     summary.skip(prepared.reason)
@@ -365,12 +403,14 @@ class Indexer:
 
     def _lexical_pass(
         self, folder: str, root: Path, todo: list[str], manifest: dict[str, ManifestEntry], lease: str
-    ) -> None:
+    ) -> _Kept:
         """Every file to embed written first without vectors (reading and chunking need no model), so
         BM25, symbols and grep find all of them within seconds of a cold start; the run then embeds them
         and writes each again with its vectors. The manifest marks them not embedded meanwhile, so a run
-        that stops between the two passes is finished by the next one."""
+        that stops between the two passes is finished by the next one. Returns what it prepared, for
+        the embedding pass (up to a bound)."""
         started, files, chunks = time.perf_counter(), 0, 0
+        kept = _Kept()
         writer = _Writer(self.api, folder, Summary())  # counted once, by the pass that embeds
         pending: list[FileChunks] = []
         try:
@@ -379,6 +419,7 @@ class Indexer:
             ):
                 if isinstance(prepared, Unindexable):
                     continue  # the embedding pass reports it
+                kept.keep(rel, prepared)
                 known = manifest.get(rel)
                 if known is not None and known.embedded and known.sha256 == prepared.stamp.sha256:
                     continue  # the same text (a new mtime, or --force): its vectors stand until it is embedded again
@@ -398,6 +439,7 @@ class Indexer:
                 f"  {files:,} files ({chunks:,} chunks) findable by their words after "
                 f"{time.perf_counter() - started:.1f} s; embedding them now, newest first"
             )
+        return kept
 
     @staticmethod
     def _file_chunks(p: Prepared, vectors: np.ndarray | None, names: np.ndarray | None) -> FileChunks:
