@@ -134,7 +134,8 @@ def search(
             guarded = guard(request.query, lambda text: embedder.count_tokens([text])[0], settings.chunk_max_tokens)
     query = guarded.used
     embedding = embedder.start_query(query)
-    held = store.held()  # while the model embeds the query
+    with timings.stage("copy"):  # while the model embeds the query
+        held = store.held()
     lexical_arm: Future[tuple[list[str], list[dict[str, Any]]]] | None = None
     lexical: tuple[list[str], list[dict[str, Any]]] = ([], [])
     if mode != "vector" and store.lexical_in_memory(held):
