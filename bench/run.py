@@ -34,13 +34,13 @@ from rich.table import Table
 
 from semsearch import timing
 from semsearch.config import Compute, Settings
-from semsearch.corpus.discovery import FileList, size_limit
+from semsearch.corpus.discovery import FileList
 from semsearch.corpus.extract import Unindexable, extract
 from semsearch.embedder.client import EmbedderClient
 from semsearch.embedder.cpu import detect
 from semsearch.embedder.model import load
 from semsearch.indexer.chunker import ChunkSizes, SharedCounts, chunk_document
-from semsearch.indexer.syntax import language_for
+from semsearch.indexer.run import chunk_file
 from tests.processes import start_api, start_embedder
 
 HERE = Path(__file__).resolve().parent
@@ -97,24 +97,21 @@ def corpus_chunks(root: Path, count: Callable[[list[str]], list[int]]) -> list[s
     return texts
 
 
-def run_texts(root: Path, count: Callable[[list[str]], list[int]]) -> list[str]:
-    """What a cold run of the indexer gives the model for this folder, chunked as the indexer
-    chunks it (`Run._prepare_file`, default settings): each chunk as embedded (its context, then
-    its text), then the definitions' views beside the chunks (`Run._flush`). The cold index's ratio
-    to L is taken over these texts: the chunks' bare texts (`corpus_chunks`) are less work than a
-    run asks of the model — about one view more for every chunk of code."""
+def run_texts(root: Path, count: Callable[[list[str]], list[int]], window: int | None) -> list[str]:
+    """What a cold run of the indexer gives the model for this folder, read and chunked by the
+    indexer's own `chunk_file` (default settings, the embedder's window): each chunk as embedded
+    (its context, then its text), then the definitions' views beside the chunks (`Run._flush`). The
+    cold index's ratio to L is taken over these texts: the chunks' bare texts (`corpus_chunks`) are
+    less work than a run asks of the model — about one view more for every chunk of code."""
     settings = Settings()
-    sizes = ChunkSizes.from_settings(settings)
-    syntax = settings.code_chunker == "syntax"
+    sizes = ChunkSizes.from_settings(settings, window)
     chunks: list[str] = []
     views: list[str] = []
     for rel in FileList.from_settings(root, settings).files():
-        limit = size_limit(rel, settings.max_file_size_bytes, settings.max_document_bytes)
         try:
-            doc = extract(root / rel, limit, settings.redact_secrets, settings.notebook_outputs)
+            _, chunked = chunk_file(root, rel, settings, count, sizes)
         except Unindexable:
             continue
-        chunked = chunk_document(doc, count, sizes, language_for(rel) if syntax else None, rel, cells_by_syntax=syntax)
         chunks += [c.embedded for c in chunked.chunks]
         views += [name for c in chunked.chunks for name in c.names]
     return chunks + views
@@ -512,7 +509,7 @@ def main() -> None:
     console.print("3. cold index of the corpus, end to end")
     encoder = load(None, 256, limit["batch"], None, Settings().model_cache_dir, compute=limit["compute"])
     encoder.embed(mix[:8])
-    texts = run_texts(root, encoder_for_counts.count_tokens)
+    texts = run_texts(root, encoder_for_counts.count_tokens, encoder_for_counts.info().max_sequence_length or None)
     sample = random.Random(3).sample(texts, min(len(texts), 192))
     # L side by side, over what the run embeds: the model alone on a sample of those texts just
     # before and just after the run, the mean of the two.

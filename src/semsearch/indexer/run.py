@@ -27,12 +27,12 @@ from semsearch.client import ApiError
 from semsearch.config import Settings
 from semsearch.corpus import screening
 from semsearch.corpus.discovery import FileList, size_limit
-from semsearch.corpus.extract import Unindexable, extract
+from semsearch.corpus.extract import Document, Unindexable, extract
 from semsearch.corpus.repositories import RepositoryError
 from semsearch.embedder.client import EmbedderError, calls_in_flight
 from semsearch.embedder.interface import Embedder
 from semsearch.index_target import IndexTarget
-from semsearch.indexer.chunker import ChunkSizes, SharedCounts, chunk_document
+from semsearch.indexer.chunker import Chunked, ChunkSizes, CountTokens, SharedCounts, chunk_document
 from semsearch.indexer.progress import Reporter
 from semsearch.indexer.syntax import CHUNKER, language_for
 from semsearch.report import summary_line
@@ -188,6 +188,17 @@ class _Queue:
             rel = self.waiting.popleft()
             self.left.discard(rel)
             yield rel
+
+
+def chunk_file(
+    root: Path, rel: str, settings: Settings, count: CountTokens, sizes: ChunkSizes
+) -> tuple[Document, Chunked]:
+    """A file read and chunked as a run reads and chunks it (`make bench` times the model alone on
+    what a run embeds: each chunk's `embedded`, then its `names`)."""
+    limit = size_limit(rel, settings.max_file_size_bytes, settings.max_document_bytes)
+    doc = extract(root / rel, limit, settings.redact_secrets, settings.notebook_outputs)
+    syntax = settings.code_chunker == "syntax"
+    return doc, chunk_document(doc, count, sizes, language_for(rel) if syntax else None, rel, cells_by_syntax=syntax)
 
 
 def _newest_first(root: Path, paths: list[str]) -> list[str]:
@@ -495,12 +506,9 @@ class Indexer:
             return Unindexable("failed", f"{rel}: {type(exc).__name__}: {str(exc)[:300]}")
 
     def _prepare_file(self, root: Path, rel: str) -> Prepared:
-        limit = size_limit(rel, self.settings.max_file_size_bytes, self.settings.max_document_bytes)
-        doc = extract(root / rel, limit, self.settings.redact_secrets, self.settings.notebook_outputs)
+        doc, chunked = chunk_file(root, rel, self.settings, self.counts, self.sizes)
         stamp = FileStamp(path=rel, mtime_ns=doc.mtime_ns, size=doc.size, sha256=doc.sha256)
         code = language_for(rel)
-        language = code if self.chunker == CHUNKER else None
-        chunked = chunk_document(doc, self.counts, self.sizes, language, rel, cells_by_syntax=self.chunker == CHUNKER)
         meta = chunked.meta
         return Prepared(
             stamp,
