@@ -281,8 +281,13 @@ def test_dry_run_estimates_without_embedding(stack: Stack, tmp_path: Path) -> No
     fresh.mkdir()
     for i in range(5):
         (fresh / f"doc{i}.md").write_text(f"# Doc {i}\n" + "Lorem ipsum dolor sit amet. " * 60)
+    warm = tmp_path / "warm"  # the estimate is at the embedder's measured throughput: give it one
+    warm.mkdir()
+    (warm / "note.md").write_text("# Warm\n\nA note the embedder measures its throughput on.\n")
+    stack.cli("add", str(warm))
     stack.cli("add", str(fresh))
     try:
+        stack.index(str(warm))
         result = stack.cli("index", str(fresh), "--dry-run")
         plan = json.loads(result.stdout.strip().splitlines()[-1])
         assert plan["dryRun"] is True and plan["files"] == 5 and plan["filesToIndex"] == 5
@@ -292,6 +297,7 @@ def test_dry_run_estimates_without_embedding(stack: Stack, tmp_path: Path) -> No
         assert manifest(stack, "dry") == {}  # nothing was embedded or written
     finally:
         stack.cli("remove", "dry", "--yes")
+        stack.cli("remove", "warm", "--yes")
 
 
 def test_max_files_truncates_and_never_prunes(stack: Stack, tmp_path: Path) -> None:

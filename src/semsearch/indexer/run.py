@@ -11,6 +11,7 @@ go to the API in one request. The run holds the folder's lease, so two runs neve
 from __future__ import annotations
 
 import base64
+import math
 import os
 import socket
 import time
@@ -623,7 +624,8 @@ class Indexer:
             files=files,
             files_to_index=changed,
             chunks=chunks,
-            embed_seconds=round(seconds, 1) if seconds is not None else None,
+            # Up to the next tenth: a few chunks on a fast embedder are not an estimate of no time at all.
+            embed_seconds=math.ceil(seconds * 10) / 10 if seconds is not None else None,
             chunks_per_second=round(rate, 2),
             disk_bytes=disk,
             skipped_by=dict(sorted(skipped.items())),
