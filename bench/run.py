@@ -323,10 +323,10 @@ def query_latency(url: str, queries: list[str], clients: int = 1, mode: str = "h
     return percentiles(samples) | {"qps": round(len(samples) / wall, 1), "clients": clients, "stagesP50_ms": medians}
 
 
-def wait_for_copy(url: str, data_dir: Path) -> None:
+def wait_for_copy(url: str, data_dir: Path, within_s: float = 300) -> None:
     """Until the API's in-memory copy of the index has loaded (searches are warm only then: until it
     has, LanceDB answers them while the load takes the cores)."""
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + within_s
     while httpx.get(f"{url}/v1/status", timeout=30).json().get("inMemory") is None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"the in-memory copy of {data_dir} did not load; see {data_dir}/api.log")
