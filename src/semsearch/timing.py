@@ -4,13 +4,13 @@ sends them as a `Server-Timing` header (W3C Server Timing: browsers' devtools sh
 
 Stages of a search: `refresh` (a replica catching up with the writer), `guard` (the pasted-prompt
 check), `copy` (which in-memory copy of the index both arms read: a read of the table's version,
-while the embedder computes the query's vector), `embed` (waiting for the query's vector),
-`vector` (the ANN/flat arm), `lexical` (the BM25 arm with its term statistics: scored in memory it
-runs while the embedder computes the query's vector, so `embed` is then what was left to wait
-for; answered by LanceDB it runs beside `embed` and `vector`, overlapping them, and `lexicalWait`
-is what it still needed after), `fuse` (the one ranking), `select` (filters, abstention, hits),
-`coverage` (stale and skipped files in scope); `total` is the whole request as the engine saw it.
-Gather adds `pack`."""
+while the embedder computes the query's vector). Then the two arms side by side: on a thread of its
+own, `embed` (from the query sent to the embedder to its vector) and `vector` (the ANN/flat arm);
+on the request's thread, `lexical` (the BM25 arm with its term statistics when scored in memory),
+and `vectorWait`, what the vector arm still needed once that was done; answered by LanceDB, the
+BM25 arm runs on a third thread and `lexicalWait` is what it still needed after. Then `fuse` (the
+one ranking), `select` (filters, abstention, hits), `coverage` (stale and skipped files in scope);
+`total` is the whole request as the engine saw it. Gather adds `pack`."""
 
 from __future__ import annotations
 

@@ -12,9 +12,12 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from semsearch.config import Settings
 from semsearch.corpus.extract import location
@@ -36,6 +39,34 @@ HIDDEN = set(filters.HIDDEN_STATUSES)
 # Once the embedder's threads stopped spinning after a run, this was the faster order: p50 24.1 vs
 # 24.9 ms at 100k chunks, 18.0 vs 19.0 at 1.8k (256 queries each, orders interleaved).
 _LEXICAL_ARM = ThreadPoolExecutor(4, thread_name_prefix="bm25")
+# One thread a search in flight (each waits for its query's vector first): as many as the API's own
+# worker threads, so a vector arm never queues behind another search's embedding.
+_VECTOR_ARM = ThreadPoolExecutor(40, thread_name_prefix="vector")
+
+
+def _vector_arm(
+    embedding: Callable[[], tuple[np.ndarray, str]],
+    mode: str,
+    store: Store,
+    pool: int,
+    where: str,
+    settings: Settings,
+    timings: Timings,
+    held: Held,
+) -> tuple[np.ndarray, str, list[dict[str, Any]]]:
+    """The query's vector (every mode needs it: cosines, abstention), the model's id and, unless
+    BM25 alone, the nearest chunks."""
+    with timings.stage("embed"):  # from the request sent to the vector's arrival
+        vector, model_id = embedding()
+    if store.model_id is not None and model_id != store.model_id:
+        raise ModelMismatch(
+            f"the index was built with {store.model_id} but the embedder serves {model_id}; "
+            "rebuild the index with `semsearch index --rebuild`"
+        )
+    if mode == "lexical":
+        return vector, model_id, []
+    with timings.stage("vector"):
+        return vector, model_id, store.vector_search(vector, pool, where, names=settings.definition_search, held=held)
 
 
 def informative_terms(terms: list[str], store: Store, max_doc_freq: float) -> list[str]:
@@ -136,6 +167,10 @@ def search(
     embedding = embedder.start_query(query)
     with timings.stage("copy"):  # while the model embeds the query
         held = store.held()
+    # The vector arm waits for the query's vector on a thread of its own and searches at once, beside
+    # the BM25 arm: their heavy parts (faiss, BLAS; LanceDB) let go of the interpreter. Over 1M chunks
+    # in memory the two arms took 11.1 ms side by side vs 18.7 one after the other (p50, in process).
+    vector_arm = _VECTOR_ARM.submit(_vector_arm, embedding, mode, store, pool, where, settings, timings, held)
     lexical_arm: Future[tuple[list[str], list[dict[str, Any]]]] | None = None
     lexical: tuple[list[str], list[dict[str, Any]]] = ([], [])
     if mode != "vector" and store.lexical_in_memory(held):
@@ -144,17 +179,8 @@ def search(
         lexical = _lexical_arm(query, mode, store, pool, where, settings, timings, held)
     elif mode != "vector":
         lexical_arm = _LEXICAL_ARM.submit(_lexical_arm, query, mode, store, pool, where, settings, timings, held)
-    with timings.stage("embed"):  # what was left of the embedding to wait for
-        vector, model_id = embedding()
-    if store.model_id is not None and model_id != store.model_id:
-        raise ModelMismatch(
-            f"the index was built with {store.model_id} but the embedder serves {model_id}; "
-            "rebuild the index with `semsearch index --rebuild`"
-        )
-    vector_rows: list[dict[str, Any]] = []
-    if mode != "lexical":
-        with timings.stage("vector"):
-            vector_rows = store.vector_search(vector, pool, where, names=settings.definition_search, held=held)
+    with timings.stage("vectorWait"):  # what the vector arm still needed once this thread was free
+        vector, model_id, vector_rows = vector_arm.result()
     with timings.stage("lexicalWait"):  # what the BM25 arm still needed once the vector arm was done
         terms, lexical_rows = lexical_arm.result() if lexical_arm is not None else lexical
     fusing = time.perf_counter()
