@@ -62,7 +62,7 @@ def arm(data_dir: Path, queries: list[str], clients: int, log: Path, **env: str)
     api, api_env = start_api(data_dir, address, **env)
     try:
         url = api_env["SEMSEARCH_URL"]
-        wait_for_copy(url, data_dir)
+        wait_for_copy(url, data_dir, within_s=1800)  # 1M chunks held: ~2 min on 2 cores
         one = query_latency(url, queries)
         many = query_latency(url, queries * 2, clients=clients)
         return {
@@ -86,6 +86,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--out", type=Path, default=HERE / "compare.json")
+    parser.add_argument(
+        "--resident-rows", type=int, help="SEMSEARCH_RESIDENT_ROWS for both arms: a table over the default bound, held"
+    )
     args = parser.parse_args()
     work: Path = args.work
     tables = [work / "run" / name for name in args.tables.split(",")]
@@ -94,7 +97,8 @@ def main() -> None:
         sys.exit(f"no bench table {', '.join(missing)} under {work / 'run'}: run `make bench` first, it builds them")
     before = checkout(args.before, work)
     # The other commit's modules first on the path; PYTHONSAFEPATH keeps the working directory off it.
-    arms = {"before": {"PYTHONPATH": str(before / "src")}, "after": {}}
+    held = {} if args.resident_rows is None else {"SEMSEARCH_RESIDENT_ROWS": str(args.resident_rows)}
+    arms = {"before": {"PYTHONPATH": str(before / "src"), **held}, "after": held}
     results: dict[str, Any] = {"before": args.before, "rounds": args.rounds, "tables": {}}
     for data_dir in tables:
         queries = questions(data_dir)
