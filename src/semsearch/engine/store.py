@@ -1018,7 +1018,7 @@ class Store:
 
     # --- maintenance ---------------------------------------------------------------
 
-    def optimize(self, ann_min_rows: int = 20_000) -> dict[str, Any]:
+    def optimize(self, ann_min_rows: int = 8_000) -> dict[str, Any]:
         """After an indexing run: compact small fragments, fold new rows into the indices, drop
         old versions (kept for a few minutes so readers in flight never break), then build the
         full-text index and, once the table is big enough for it to win over a flat scan, the
