@@ -248,3 +248,27 @@ def test_fp32_compute_is_served_under_the_packaged_model_id(tmp_path: Path, embe
     assert info.model_id == "all-MiniLM-L6-v2-onnx-int8" != embedder.info().model_id
     assert info.quantisation == "int8 weights, fp32 compute"
     assert np.array_equal(vectors, load(None, 256, 4, None, compute="fp32").embed(texts)[0])
+
+
+def test_a_short_query_runs_on_its_own_one_thread_session_with_the_same_vector(embedder: EmbedderClient) -> None:
+    """A query of a few tokens runs on the queries' one-thread session (it then does not wait for
+    the core the API's BM25 arm is on), a long one on every core; the vectors are the documents'
+    session's bit for bit, so a query is scored as if the documents' session had embedded it."""
+    from semsearch.config import Settings
+    from semsearch.embedder.model import QUERY_SESSION_MAX_TOKENS, load
+
+    cache = Settings().model_cache_dir
+    apart = load(None, 256, 4, threads=2, cache_dir=cache, query_threads=1)
+    shared = load(None, 256, 4, threads=2, cache_dir=cache, query_threads=0)
+    assert apart.query_session is not None and shared.query_session is None
+    short = apart.tokenize(["where is the retry policy for uploads"])[0].ids
+    long = apart.tokenize(["word " * (QUERY_SESSION_MAX_TOKENS + 10)])[0].ids
+    assert apart.session_for([short], query=True) is apart.query_session
+    assert apart.session_for([short], query=False) is not apart.query_session  # a document keeps every core
+    assert apart.session_for([long], query=True) is not apart.query_session
+    texts = ["where is the retry policy for uploads", "def parse_config(path): return toml.load(path)", "x"]
+    assert np.array_equal(apart.embed(texts, query=True)[0], shared.embed(texts, query=True)[0])
+    assert np.array_equal(apart.embed(texts, query=True)[0], apart.embed(texts)[0])
+    # Through the service (the conftest embedder loads the settings' default, one query thread):
+    # a query's vector is the one the same text gets as a document.
+    assert np.array_equal(embedder.embed_query(texts[0])[0], embedder.embed([texts[0]])[0])

@@ -219,6 +219,13 @@ class Settings(BaseSettings):
         description="After a query, bulk embedding pauses this long so the API's search for it runs on idle cores.",
     )
     threads: int | None = Field(None, description="onnxruntime intra-op threads; default = CPUs in our quota.")
+    query_threads: int = Field(
+        1,
+        ge=0,
+        description="A short query (up to 32 tokens) runs on a model session of its own with this many threads, "
+        "so it does not wait for the core the API's BM25 arm is using: PLACEHOLDER. The session costs "
+        "~60 MB of the embedder's memory; 0: queries share the documents' session.",
+    )
     model_compute: Compute = Field(
         "int8",
         description="int8: the MatMuls run on int8 weights and activations, 1.45-1.6x the chunks/s and queries "

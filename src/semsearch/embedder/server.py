@@ -34,6 +34,7 @@ MAX_PREEMPTIONS = 3  # a bulk batch gives way to queries this often, then runs t
 
 WARMUP_TEXT = " ".join(["the quick brown fox jumps over the lazy dog"] * 20)  # ~180 tokens, a typical chunk
 WARMUP_CHUNKS = 4
+WARMUP_QUERY = "how does the quick brown fox jump"
 
 
 class EmbedderService(pb_grpc.EmbedderServicer):
@@ -49,6 +50,7 @@ class EmbedderService(pb_grpc.EmbedderServicer):
         started = time.perf_counter()
         self.encoder.embed([WARMUP_TEXT] * WARMUP_CHUNKS)
         self._record(WARMUP_CHUNKS, time.perf_counter() - started)
+        self.encoder.embed([WARMUP_QUERY], query=True)  # the queries' session has its own first run
 
     def _record(self, chunks: int, seconds: float) -> None:
         rate = chunks / max(seconds, 1e-6)
@@ -82,7 +84,7 @@ class EmbedderService(pb_grpc.EmbedderServicer):
         one short run at most, and indexing still moves."""
         if urgent:
             with self.gate.hold(urgent=True):
-                return self.encoder.run(ids)
+                return self.encoder.run(ids, query=True)
         for _ in range(MAX_PREEMPTIONS):
             options = ort.RunOptions()
             with self.gate.hold(False, partial(setattr, options, "terminate", True)):
@@ -181,6 +183,7 @@ def main(settings: Settings | None = None) -> None:
             settings.model_batch_tokens,
             settings.model_compute,
             "max_seq_length" in settings.model_fields_set,
+            settings.query_threads,
         )
         service = EmbedderService(encoder, settings.query_grace_ms / 1000)
         service.warm_up()
