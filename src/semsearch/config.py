@@ -403,7 +403,7 @@ class Settings(BaseSettings):
         "checked at load). Side by side over REST at 100k chunks (rich's code with "
         "its definitions): hybrid p50 48-55 -> 24-26 ms, eight clients 22-23 -> 44-47 q/s, recall@10 against exact "
         "search >= 0.99; it costs ~2.7 KB a chunk (API RSS 460 -> 685 MB at 100k). Raised to hold 1M chunks: p50 "
-        "24-32 vs 111-115 ms from LanceDB alone, API RSS 3.7 vs 1.0 GB (make bench-scale). 0: never.",
+        "20.5-21.2 vs 111-115 ms from LanceDB alone, API RSS 3.7 vs 1.0 GB (make bench-scale). 0: never.",
     )
     local_copy_mb: int = Field(
         10_240,
