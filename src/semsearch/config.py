@@ -383,8 +383,8 @@ class Settings(BaseSettings):
         description="From this many chunks an ANN index answers the vector arm: LanceDB's IVF_SQ on disk, and the "
         "in-memory copy's own (resident_rows); below it a flat scan is faster. In process on a quiet machine the two "
         "cross near 9k chunks (5k: flat 1.2 vs ANN 1.5 ms; 10k: 1.9 vs 1.7); in the API, beside the embedder, the "
-        "flat scan costs more (10k chunks, side by side: vector arm 3.1 -> 1.4 ms, p50 14.5 -> 12.2 ms; recall@10 "
-        "against exact search 0.998 in process).",
+        "flat scan costs more (10k chunks, side by side: vector arm 3.4 -> 1.6 ms, p50 15.1 -> 11.4 ms; recall@10 "
+        "through the API 0.991, the flat scan's).",
     )
     definition_search: bool = Field(
         True,
