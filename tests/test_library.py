@@ -74,3 +74,29 @@ def test_connect_to_a_running_api_has_the_same_methods(api_factory: object, tmp_
         assert db.search("when is the highest tide")[0].rel_path == "tides.md"
         assert db.status().embedder.address == stack.embedder_addr
         assert db.remove("notes").name == "notes" and db.folders() == []
+
+
+EXIT_WHILE_LOADING = """
+import sys, semsearch
+db = semsearch.connect(sys.argv[2], corpus_root=sys.argv[1])
+db.add(sys.argv[1] + "/my-api")
+db.index()
+# The search finds the copy out of date and begins loading it; the script ends without closing.
+print(db.search("retry with backoff", k=5)[0].rel_path)
+"""
+
+
+def test_a_process_that_ends_while_the_copy_loads_exits_cleanly(tmp_path: Path) -> None:
+    """The README's example ends right after its first search, which starts the in-memory copy's
+    load: the interpreter must not finalize under it (LanceDB's threads then aborted the process,
+    exit code 134, in a few runs of forty)."""
+    import subprocess
+    import sys
+
+    write_tree(tmp_path / "my-api", RETRY_REPO)
+    for attempt in range(3):
+        data = str(tmp_path / f"data{attempt}")
+        run = subprocess.run([sys.executable, "-c", EXIT_WHILE_LOADING, str(tmp_path), data], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert run.returncode == 0 and "Fatal Python error" not in run.stderr, run.stderr[-2000:]
+        assert run.stdout.split()[0].endswith("retry.py")

@@ -19,6 +19,7 @@ kept with the copy — so each filter has one meaning, not two.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 import time
@@ -47,7 +48,26 @@ COOL_DOWN_LOADS = 4  # a reload waits this many times the last load's duration
 LOAD_BATCH = 4096  # rows per Arrow batch while loading
 LEXICAL = "lexical"  # what the full-text index indexes (store.py)
 SCORE = "_score"  # LanceDB's BM25 column
+EXIT_WAIT_S = 10.0  # at exit, how long a load in flight may take to stop
 T = TypeVar("T")
+
+# A load still reading LanceDB when the interpreter finalizes crashed it (LanceDB's native threads
+# hand results back to Python that is shutting down: "PyGILState_Release … finalizing", exit code
+# 134; the library's README example did so in 3 of 40 runs beside a busy core). So at exit a load
+# stops at its next batch and the process waits for it.
+_EXITING = threading.Event()
+_LOADERS: set[threading.Thread] = set()
+_LOADERS_LOCK = threading.Lock()
+
+
+@atexit.register
+def _stop_loads() -> None:
+    _EXITING.set()
+    deadline = time.monotonic() + EXIT_WAIT_S
+    with _LOADERS_LOCK:
+        loaders = list(_LOADERS)
+    for loader in loaders:
+        loader.join(max(0.0, deadline - time.monotonic()))
 
 
 def vector_matrix(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -269,7 +289,10 @@ class ResidentCache:
             if self._loading or time.monotonic() < self._next_load or self._not_held == (id(table), version):
                 return
             self._loading = True
-        threading.Thread(target=self._load_guarded, args=(table,), name="resident-load", daemon=True).start()
+        loader = threading.Thread(target=self._load_guarded, args=(table,), name="resident-load", daemon=True)
+        with _LOADERS_LOCK:
+            _LOADERS.add(loader)
+        loader.start()
 
     def load(self, table: lancedb.table.Table) -> Resident | None:
         """Reads the table into memory now (start-up and tests); None if it is empty, over the
@@ -301,6 +324,8 @@ class ResidentCache:
         at = 0
         # In batches, written into the matrix as they come, so the load never holds the vectors twice.
         for batch in table.search().with_row_id(True).select(wanted).limit(None).to_batches(LOAD_BATCH):
+            if _EXITING.is_set():  # the process is exiting (see _stop_loads)
+                return None
             if batch.column("vector").null_count:  # a run's lexical pass: LanceDB answers until it is embedded
                 self._not_held = (id(table), version)
                 self.copy = None
@@ -323,7 +348,7 @@ class ResidentCache:
             ids.append(batch.column("_rowid").to_numpy().copy())  # a view would keep the whole batch
             # Copied (a `take` of every row): the columns' buffers alone would keep the whole batch's.
             kept.append(batch.select(self.columns).take(pa.array(np.arange(batch.num_rows))))
-        if table.version != version or at != count:
+        if table.version != version or at != count or _EXITING.is_set():
             return None
         rowids = np.concatenate(ids)
         by_rowid = np.argsort(rowids, kind="stable")
@@ -372,6 +397,8 @@ class ResidentCache:
         except Exception as exc:  # a copy that cannot be made leaves LanceDB answering, as before
             log.warning("the in-memory copy of the index could not be loaded (%s); searches read LanceDB", exc)
         finally:
+            with _LOADERS_LOCK:
+                _LOADERS.discard(threading.current_thread())
             with self._lock:
                 self._loading = False
                 self._next_load = time.monotonic() + max(COOL_DOWN_MIN_S, COOL_DOWN_LOADS * self.last_load_s)
